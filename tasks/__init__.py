@@ -2,3 +2,7 @@
 from tasks.knobs import apply_defaults
 
 apply_defaults()
+
+# Shared task infrastructure and the task packages (registered AllenNLP components).
+from tasks import elmo_input_sized, spacy_blank_tokenizer, subsample  # noqa: E402,F401
+from tasks import ner  # noqa: E402,F401

@@ -1,0 +1,2 @@
+"""NER on CoNLL-2003 (paper Sec. 4): allennlp's crf_tagger with a checked CoNLL-2003 reader."""
+from tasks.ner.conll2003_reader import CheckedConll2003Reader
