@@ -1,0 +1,110 @@
+"""The biLM hyperparameters, read from and written to the official ``options.json`` (PAPER.md "The biLM")."""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from elmo_module.errors import ElmoInputError
+
+
+@dataclass
+class BiLmOptions:
+    filters: List[Tuple[int, int]]  # (width, number) per char-CNN filter
+    n_highway: int
+    projection_dim: int  # token projection and LSTM projection (512 in the released model)
+    cell_dim: int  # LSTM cells (4096)
+    n_layers: int = 2
+    char_embed_dim: int = 16
+    n_characters: int = 262  # 261 (training files) or 262 (inference files); the hdf5 holds 261 rows either way
+    max_chars: int = 50
+    activation: str = "relu"
+    cell_clip: Optional[float] = 3.0
+    proj_clip: Optional[float] = 3.0
+    use_skip_connections: bool = True
+    # every other key of the file (bilm-tf training settings), written back unchanged
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters)
+
+    @property
+    def output_dim(self) -> int:
+        """Width of each of the three ELMo layers: [forward; backward]."""
+        return 2 * self.projection_dim
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "options") -> "BiLmOptions":
+        def get(path):
+            node = d
+            for key in path.split("."):
+                if not isinstance(node, dict) or key not in node:
+                    raise ElmoInputError(f"{source}: missing key '{path}'")
+                node = node[key]
+            return node
+
+        cnn, lstm = get("char_cnn"), get("lstm")
+        try:
+            filters = [(int(w), int(n)) for w, n in get("char_cnn.filters")]
+        except (TypeError, ValueError):
+            raise ElmoInputError(f"{source}: key 'char_cnn.filters' must be a list of [width, number] pairs, "
+                                 f"found {cnn['filters']!r}") from None
+        activation = cnn.get("activation", "relu")
+        if activation not in ("relu", "tanh"):
+            raise ElmoInputError(f"{source}: key 'char_cnn.activation' must be 'relu' or 'tanh', found {activation!r}")
+        n_characters = int(get("char_cnn.n_characters"))
+        if n_characters not in (261, 262):
+            raise ElmoInputError(f"{source}: key 'char_cnn.n_characters' must be 261 or 262, found {n_characters}")
+        extra = {k: v for k, v in d.items() if k not in ("char_cnn", "lstm")}
+        return cls(
+            filters=filters,
+            n_highway=int(get("char_cnn.n_highway")),
+            char_embed_dim=int(get("char_cnn.embedding.dim")),
+            n_characters=n_characters,
+            max_chars=int(cnn.get("max_characters_per_token", 50)),
+            activation=activation,
+            projection_dim=int(get("lstm.projection_dim")),
+            cell_dim=int(get("lstm.dim")),
+            n_layers=int(get("lstm.n_layers")),
+            cell_clip=lstm.get("cell_clip"),
+            proj_clip=lstm.get("proj_clip"),
+            use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+            extra=extra,
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            **self.extra,
+            "char_cnn": {
+                "activation": self.activation,
+                "embedding": {"dim": self.char_embed_dim},
+                "filters": [list(f) for f in self.filters],
+                "max_characters_per_token": self.max_chars,
+                "n_characters": self.n_characters,
+                "n_highway": self.n_highway,
+            },
+            "lstm": {
+                "cell_clip": self.cell_clip,
+                "dim": self.cell_dim,
+                "n_layers": self.n_layers,
+                "proj_clip": self.proj_clip,
+                "projection_dim": self.projection_dim,
+                "use_skip_connections": self.use_skip_connections,
+            },
+        }
+
+    @classmethod
+    def load(cls, path) -> "BiLmOptions":
+        path = Path(path)
+        if not path.is_file():
+            raise ElmoInputError(f"options file '{path}' does not exist")
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ElmoInputError(f"options file '{path}' is not valid JSON: {e}") from None
+        if not isinstance(d, dict):
+            raise ElmoInputError(f"options file '{path}': expected a JSON object, found {type(d).__name__}")
+        return cls.from_dict(d, source=str(path))
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,45 @@
+"""Context-independent token layer: char embeddings -> CNN -> max-pool -> highway -> projection (PAPER.md "The biLM")."""
+import torch
+from torch import nn
+
+from elmo_module.options import BiLmOptions
+
+
+class CharCnnTokenEncoder(nn.Module):
+    """Maps (N, max_chars) character ids to (N, projection_dim) token vectors.
+
+    Parameters are stored in the TensorFlow layout of the released weights so loading is a plain copy:
+    highway ``out = g * relu(transform(x)) + (1 - g) * x`` with ``g = sigmoid(carry(x))`` (bilm-tf).
+    """
+
+    def __init__(self, options: BiLmOptions):
+        super().__init__()
+        self.options = options
+        # row 0 is the masking id and stays zero; rows 1..261 are the file's 261 characters
+        self.char_embed = nn.Parameter(torch.zeros(262, options.char_embed_dim))
+        self.convs = nn.ModuleList(
+            nn.Conv1d(options.char_embed_dim, number, width) for width, number in options.filters)
+        n = options.n_filters
+        # one GEMM per highway layer: output rows [transform; carry]
+        self.highways = nn.ModuleList(nn.Linear(n, 2 * n) for _ in range(options.n_highway))
+        # bilm-tf skips the projection when the filters already have the projection width
+        self.projection = nn.Linear(n, options.projection_dim) if n != options.projection_dim else nn.Identity()
+        self._activation = torch.relu if options.activation == "relu" else torch.tanh
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.embedding(char_ids, self.char_embed).transpose(1, 2)  # (N, dim, chars)
+        # max over positions, then the activation (monotone, so the same as activation then max)
+        x = torch.cat([self._activation(conv(x).max(dim=-1).values) for conv in self.convs], dim=-1)
+        for highway in self.highways:
+            # g * relu(transform) + (1 - g) * x with g = sigmoid(carry), written through the keep gate 1 - g =
+            # sigmoid(-carry) so the float rounding is the same as allennlp's
+            transform, carry = highway(x).chunk(2, dim=-1)
+            keep = torch.sigmoid(-carry)
+            x = keep * x + (1 - keep) * torch.relu(transform)
+        return self.projection(x)
+
+    def encode_unique(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Like ``forward`` on (..., max_chars) ids, but runs the CNN once per distinct token of the batch."""
+        flat = char_ids.reshape(-1, char_ids.size(-1))
+        unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        return self(unique)[inverse].view(*char_ids.shape[:-1], -1)
