@@ -17,6 +17,7 @@ class CharCnnTokenEncoder(nn.Module):
         self.options = options
         # row 0 is the masking id and stays zero; rows 1..261 are the file's 261 characters
         self.char_embed = nn.Parameter(torch.zeros(262, options.char_embed_dim))
+        nn.init.uniform_(self.char_embed.data[1:], -1.0, 1.0)  # bilm-tf's initialiser
         self.convs = nn.ModuleList(
             nn.Conv1d(options.char_embed_dim, number, width) for width, number in options.filters)
         n = options.n_filters

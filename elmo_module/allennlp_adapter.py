@@ -1,0 +1,163 @@
+"""The thin AllenNLP side of ELMo: registered indexer, token embedder, output-placement encoder, mix-weights callback.
+
+Placement (paper Sec. 3.3, Table 3): the embedder runs the frozen biLM once per text field and builds one mix per
+placement. Input placement returns its mix from the text field embedder. Output placement queues its (separate) mix
+under the embedder's ``name``; an ``elmo_output`` encoder wrapped around the task RNN takes the entries in the order
+the fields were embedded and concatenates them to the RNN output, [h_k; ELMo'_k].
+The lambda penalty (Sec. 3.2) is an AllenNLP regularizer on parameters named ``mix_weights`` (= lambda * sum w^2).
+"""
+import json
+import logging
+import os
+from collections import defaultdict, deque
+from typing import Any, Dict, List
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import Token, TokenIndexer, Vocabulary
+from allennlp.data.token_indexers.token_indexer import IndexedTokenList
+from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
+from allennlp.modules.token_embedders import TokenEmbedder
+from allennlp.training.callbacks import TrainerCallback
+
+from elmo_module.characters import MAX_CHARS, token_to_ids
+from elmo_module.elmo import Elmo
+from elmo_module.errors import ElmoInputError
+from elmo_module.options import BiLmOptions
+from elmo_module.scalar_mix import MIX_MODES, ScalarMix
+from elmo_module.weights import load_bilm
+
+logger = logging.getLogger(__name__)
+PLACEMENTS = ("input", "output", "both")
+_MAX_QUEUED = 16
+_output_queues: Dict[str, deque] = defaultdict(deque)
+
+
+@TokenIndexer.register("elmo_module_characters")
+class ElmoCharactersIndexer(TokenIndexer):
+    """Each token -> its ``max_chars`` character ids (key ``elmo_tokens``), as the released biLM expects."""
+
+    def __init__(self, max_chars: int = MAX_CHARS, token_min_padding_length: int = 0) -> None:
+        super().__init__(token_min_padding_length)
+        self.max_chars = max_chars
+
+    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]):
+        pass  # characters need no vocabulary
+
+    def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> Dict[str, List[List[int]]]:
+        return {"elmo_tokens": [token_to_ids(t.text, self.max_chars) for t in tokens]}
+
+    def get_empty_token_list(self) -> IndexedTokenList:
+        return {"elmo_tokens": []}
+
+    def as_padded_tensor_dict(self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]):
+        ids = tokens["elmo_tokens"]
+        out = torch.zeros(padding_lengths["elmo_tokens"], self.max_chars, dtype=torch.long)
+        if ids:
+            out[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return {"elmo_tokens": out}
+
+
+def _check_choice(key: str, value: str, choices) -> None:
+    if value not in choices:
+        raise ConfigurationError(f"elmo_module embedder: key '{key}' must be one of {list(choices)}, found {value!r}")
+
+
+@TokenEmbedder.register("elmo_module")
+class ElmoTokenEmbedder(TokenEmbedder):
+    """ELMo from a frozen biLM (official ``options.json`` + hdf5) with one scalar mix per placement."""
+
+    def __init__(self, options_file: str, weight_file: str, placement: str = "input", mix: str = "weighted",
+                 do_layer_norm: bool = False, dropout: float = 0.5, name: str = "elmo",
+                 stateful: bool = False) -> None:
+        super().__init__()
+        _check_choice("placement", placement, PLACEMENTS)
+        _check_choice("mix", mix, MIX_MODES)
+        try:
+            bilm = load_bilm(options_file, weight_file, stateful=stateful)
+        except ElmoInputError as e:
+            raise ConfigurationError(str(e)) from None
+        self.placement, self.name = placement, name
+        self.elmo = Elmo(bilm, num_mixes=2 if placement == "both" else 1, mix=mix,
+                         do_layer_norm=do_layer_norm, dropout=dropout)
+        labels = {"input": ["input"], "output": ["output"], "both": ["input", "output"]}[placement]
+        for mixer, label in zip(self.elmo.mixes, labels):
+            mixer.placement = label  # read by the mix-weights callback (Figure 2)
+
+    def get_output_dim(self) -> int:
+        return 0 if self.placement == "output" else self.elmo.output_dim
+
+    def forward(self, elmo_tokens: torch.Tensor) -> torch.Tensor:
+        mixes, mask = self.elmo(elmo_tokens)
+        if self.placement != "input":
+            queue = _output_queues[self.name]
+            if len(queue) >= _MAX_QUEUED:
+                queue.clear()
+                raise ConfigurationError(
+                    f"ELMo output mix '{self.name}' is never consumed: placement '{self.placement}' needs an "
+                    f"'elmo_output' encoder (name '{self.name}') around the task RNN")
+            queue.append((mixes[-1], mask))
+        if self.placement == "output":
+            return mixes[0].new_zeros(*mixes[0].shape[:2], 0)
+        return mixes[0]
+
+
+@Seq2SeqEncoder.register("elmo_output")
+class ElmoOutputEncoder(Seq2SeqEncoder):
+    """Runs ``encoder`` and appends the output-placement ELMo mix queued by the embedder called ``name``."""
+
+    def __init__(self, encoder: Seq2SeqEncoder, options_file: str, name: str = "elmo") -> None:
+        super().__init__()
+        self.encoder, self.name = encoder, name
+        try:
+            self._elmo_dim = BiLmOptions.load(options_file).output_dim
+        except ElmoInputError as e:
+            raise ConfigurationError(str(e)) from None
+
+    def get_input_dim(self) -> int:
+        return self.encoder.get_input_dim()
+
+    def get_output_dim(self) -> int:
+        return self.encoder.get_output_dim() + self._elmo_dim
+
+    def is_bidirectional(self) -> bool:
+        return self.encoder.is_bidirectional()
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+        encoded = self.encoder(inputs, mask)
+        queue = _output_queues[self.name]
+        if not queue:
+            raise ConfigurationError(f"'elmo_output' encoder: no ELMo output mix queued under '{self.name}'; "
+                                     f"the 'elmo_module' embedder needs placement 'output' or 'both'")
+        elmo, elmo_mask = queue.popleft()
+        if elmo.shape[:2] != encoded.shape[:2]:
+            raise ConfigurationError(f"'elmo_output' encoder: ELMo mix has (batch, time) {tuple(elmo.shape[:2])} "
+                                     f"but the encoder output has {tuple(encoded.shape[:2])}; fields must be "
+                                     f"encoded in the order they were embedded")
+        return torch.cat([encoded, elmo], dim=-1)
+
+
+def mix_weights_summary(model: torch.nn.Module) -> Dict[str, Any]:
+    """softmax-normalised weights and gamma of every scalar mix in ``model`` (Figure 2)."""
+    summary = {}
+    for path, module in model.named_modules():
+        if isinstance(module, ScalarMix):
+            summary[path] = {"placement": getattr(module, "placement", None), "mode": module.mode,
+                             "weights": [round(float(w), 6) for w in module.normalized_weights()],
+                             "raw_weights": [round(float(w), 6) for w in module.mix_weights],
+                             "gamma": round(float(module.gamma), 6)}
+    return summary
+
+
+@TrainerCallback.register("elmo_mix_weights")
+class MixWeightsCallback(TrainerCallback):
+    """Writes ``elmo_mix_weights.json`` (see ``mix_weights_summary``) to the serialization directory at the end."""
+
+    def on_end(self, trainer, metrics: Dict[str, Any] = None, epoch: int = None, is_primary: bool = True,
+               **kwargs) -> None:
+        if not is_primary:
+            return
+        path = os.path.join(self.serialization_dir, "elmo_mix_weights.json")
+        with open(path + ".partial", "w") as f:
+            json.dump(mix_weights_summary(trainer.model), f, indent=2)
+        os.replace(path + ".partial", path)
