@@ -5,31 +5,24 @@ import sys
 
 from elmo_module.errors import ElmoInputError
 
-# subcommand -> module with ``add_arguments(parser)`` and ``run(args)``
+# subcommand -> (module, help); the module has ``add_<name>_arguments(parser)`` and ``run_<name>(args)``
 COMMANDS = {
     "embed": ("elmo_module.embed", "write ELMo layers of a text file to hdf5 (bilm-tf dump_bilm_embeddings layout)"),
     "pretrain": ("elmo_module.pretrain", "train a biLM on raw text, write options.json + hdf5"),
-    "finetune": ("elmo_module.pretrain", "fine-tune a biLM on a task's text, pick the epoch by dev perplexity"),
+    "finetune": ("elmo_module.pretrain", "fine-tune a biLM on a task's text, keep the epoch with the best dev perplexity"),
 }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elmo_module", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name != module_name:
-                raise
-            continue
-        modules[name] = module
-        getattr(module, f"add_{name}_arguments", module.add_arguments)(sub.add_parser(name, help=help_text))
+        module = importlib.import_module(module_name)
+        getattr(module, f"add_{name}_arguments")(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
+    run = getattr(importlib.import_module(COMMANDS[args.command][0]), f"run_{args.command}")
     try:
-        return getattr(modules[args.command], f"run_{args.command}", None)(args) or 0 \
-            if hasattr(modules[args.command], f"run_{args.command}") else modules[args.command].run(args) or 0
+        return run(args) or 0
     except ElmoInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
