@@ -140,8 +140,8 @@ local orDefault(value, default) = if value == '' then default else value;
   },
 
   // The training reader, wrapped in a seeded random subsample when TRAIN_FRACTION < 1 (Figure 1);
-  // the validation reader is always the plain one.
-  dataset_readers(reader): {
+  // the validation reader is always the plain one (validation_reader, when a task reads dev differently).
+  dataset_readers(reader, validation_reader=null): {
     dataset_reader:
       if $.knobs.train_fraction < 1 then {
         type: 'random_subsample',
@@ -149,12 +149,13 @@ local orDefault(value, default) = if value == '' then default else value;
         fraction: $.knobs.train_fraction,
         seed: $.knobs.seed,
       } else reader,
-    validation_dataset_reader: reader,
+    validation_dataset_reader: if validation_reader == null then reader else validation_reader,
   },
 
   // Top-level fields of a task config: seeds, readers, data paths. The vocabulary comes from every dataset read
   // (allennlp's default, as allennlp-models' configs): a small training fraction can miss labels that dev has.
-  experiment(reader, train, dev, test=''): $.seeds + $.dataset_readers(reader) + {
+  experiment(reader, train, dev, test='', validation_reader=null):
+    $.seeds + $.dataset_readers(reader, validation_reader) + {
     train_data_path: $.train_path(train),
     validation_data_path: $.dev_path(dev),
   } + (if $.test_path(test) != '' then {

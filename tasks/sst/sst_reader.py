@@ -1,0 +1,52 @@
+"""Stanford Sentiment Treebank reader with checked input (paper Sec. 4, SST-5).
+
+allennlp-models' ``sst_tokens`` reader parses each PTB-format tree with nltk; a malformed tree fails with nltk's
+ValueError (no file or line), a label outside 0-4 is read as a new class, an empty file is read silently. This
+subclass checks each line and raises a one-line error naming the file and line.
+"""
+from typing import Iterable
+
+from allennlp.common.file_utils import cached_path
+from allennlp.data import DatasetReader, Instance
+from allennlp_models.classification.dataset_readers.stanford_sentiment_tree_bank import (
+    StanfordSentimentTreeBankDatasetReader,
+)
+from nltk.tree import Tree
+
+from tasks.line_errors import empty_file_error, input_error
+
+SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
+
+
+def read_sst_trees(file_path: str):
+    """Yields (line number, tree) for every non-blank line, checking the tree and all its node labels."""
+    found_any = False
+    with open(cached_path(file_path), encoding="utf-8") as data_file:
+        for line_number, line in enumerate(data_file, start=1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                tree = Tree.fromstring(line)
+            except ValueError as error:
+                raise input_error(file_path, line_number, "a PTB-format tree", f"unparseable ({error})")
+            for subtree in tree.subtrees():
+                if subtree.label() not in SST_LABELS:
+                    raise input_error(file_path, line_number, f"node labels in {SST_LABELS}", subtree.label())
+            if not tree.leaves() or any(not isinstance(leaf, str) for leaf in tree.leaves()):
+                raise input_error(file_path, line_number, "a tree with words at its leaves", line)
+            found_any = True
+            yield line_number, tree
+    if not found_any:
+        raise empty_file_error(file_path, "sentiment trees")
+
+
+@DatasetReader.register("sst_checked")
+class CheckedSstReader(StanfordSentimentTreeBankDatasetReader):
+    def _read(self, file_path) -> Iterable[Instance]:
+        for _, tree in read_sst_trees(file_path):
+            trees = tree.subtrees() if self._use_subtrees else [tree]
+            for subtree in trees:
+                instance = self.text_to_instance(subtree.leaves(), subtree.label())
+                if instance is not None:
+                    yield instance
