@@ -13,7 +13,8 @@ from torch import nn
 class ProjectedLstmLayer(nn.Module):
     """TF ``LSTMCell(num_proj, cell_clip, proj_clip)``; weights in TF layout, gate order i, j, f, o.
 
-    ``bias`` already contains TF's constant forget bias of 1.0 (added on load, removed on save).
+    ``bias`` is the file's bias; TF's constant forget bias of 1.0 is added once per call (not stored, so a
+    load -> save round trip is bit-exact).
     """
 
     def __init__(self, input_dim: int, cell_dim: int, projection_dim: int,
@@ -27,8 +28,9 @@ class ProjectedLstmLayer(nn.Module):
         self.cell_dim, self.projection_dim = cell_dim, projection_dim
         for w in (self.input_weight, self.state_weight, self.projection):
             nn.init.uniform_(w, -0.05, 0.05)
-        with torch.no_grad():
-            self.bias[2 * cell_dim:3 * cell_dim] = 1.0
+        forget = torch.zeros(4 * cell_dim)
+        forget[2 * cell_dim:3 * cell_dim] = 1.0
+        self.register_buffer("forget_bias", forget, persistent=False)
 
     def forward(self, inputs: torch.Tensor, active: torch.Tensor, state: Tuple[torch.Tensor, torch.Tensor]):
         """inputs (B, T, in), rows sorted by length (longest first) and already reversed for the backward
@@ -38,9 +40,10 @@ class ProjectedLstmLayer(nn.Module):
         pre = torch.mm(inputs.reshape(batch * steps, -1), self.input_weight.t()).view(batch, steps, -1)
         h, c = state
         state_weight_t, projection_t = self.state_weight.t(), self.projection.t()
+        bias = self.bias + self.forget_bias
         outputs = []
         for t, n in enumerate(active.tolist()):
-            gates = pre[:n, t] + torch.addmm(self.bias, h[:n], state_weight_t)
+            gates = pre[:n, t] + torch.addmm(bias, h[:n], state_weight_t)
             i, j, f, o = gates.chunk(4, dim=1)
             c_new = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)
             if self.cell_clip:

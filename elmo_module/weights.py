@@ -61,7 +61,7 @@ def _param_map(bilm: ElmoBiLm) -> Iterator[Tuple[str, torch.Tensor, str]]:
     for direction, stack in enumerate((bilm.forward_layers, bilm.backward_layers)):
         for layer, cell in enumerate(stack):
             prefix = _lstm_prefix(direction, layer)
-            yield f"{prefix}/B", cell.bias, "lstm_bias"
+            yield f"{prefix}/B", cell.bias, "copy"
             yield f"{prefix}/W_P_0", cell.projection, "t"
 
 
@@ -106,9 +106,6 @@ def load_bilm(options_path, weights_path, stateful: bool = False) -> ElmoBiLm:
                 a = a[0].transpose(2, 1, 0)
             elif how == "t":
                 a = a.T
-            elif how == "lstm_bias":  # TF adds a constant forget bias of 1.0 at run time (gate order i, j, f, o)
-                a = a.copy()
-                a[2 * options.cell_dim:3 * options.cell_dim] += 1.0
             param.copy_(torch.from_numpy(np.ascontiguousarray(a)))
         for direction, stack in enumerate((bilm.forward_layers, bilm.backward_layers)):
             for layer, cell in enumerate(stack):
@@ -128,9 +125,6 @@ def bilm_arrays(bilm: ElmoBiLm) -> Dict[str, np.ndarray]:
             a = a.transpose(2, 1, 0)[None]
         elif how == "t":
             a = a.T
-        elif how == "lstm_bias":
-            a = a.copy()
-            a[2 * options.cell_dim:3 * options.cell_dim] -= 1.0
         arrays[name] = a
     for direction, stack in enumerate((bilm.forward_layers, bilm.backward_layers)):
         for layer, cell in enumerate(stack):

@@ -1,0 +1,80 @@
+"""``python -m elmo_module embed``: ELMo layers for every line of a text file, in the layout of bilm-tf's
+``dump_bilm_embeddings`` and allennlp 0.9's ``elmo --all``: one dataset per input line, named by its 0-based index,
+(3, n_tokens, 2 * projection_dim) for ``--layers all``, plus ``sentence_to_index`` (JSON sentence -> index).
+
+Batches are consecutive lines in file order (row j of batch i is line i*B + j), so a stateful run is reproducible.
+"""
+import json
+import os
+from pathlib import Path
+from typing import List
+
+import torch
+from tqdm import tqdm
+
+from elmo_module.characters import batch_to_ids
+from elmo_module.errors import ElmoInputError
+from elmo_module.weights import load_bilm
+
+
+def add_embed_arguments(parser) -> None:
+    parser.add_argument("--options", required=True, help="biLM options.json")
+    parser.add_argument("--weights", required=True, help="biLM weights (hdf5, official layout)")
+    parser.add_argument("--input", required=True, help="UTF-8 text, one whitespace-tokenized sentence per line")
+    parser.add_argument("--output", required=True, help="hdf5 file to write")
+    parser.add_argument("--layers", choices=("all", "top", "average"), default="all",
+                        help="all: (3, n, D) per line; top: the top LSTM layer (n, D); average: mean of the 3")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--stateless", action="store_true",
+                        help="start every sentence from a zero LSTM state (default: carry state per batch row, "
+                             "as bilm-tf does)")
+    parser.add_argument("--device", default="cpu")
+
+
+def read_sentences(path) -> List[List[str]]:
+    path = Path(path)
+    if not path.is_file():
+        raise ElmoInputError(f"input file '{path}' does not exist")
+    sentences = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ElmoInputError(f"{path} line {number}: not valid UTF-8 "
+                                     f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+            sentences.append(line.split())
+    return sentences
+
+
+def run_embed(args) -> int:
+    if args.batch_size < 1:
+        raise ElmoInputError(f"--batch-size must be at least 1, found {args.batch_size}")
+    sentences = read_sentences(args.input)
+    bilm = load_bilm(args.options, args.weights, stateful=not args.stateless).to(args.device).eval()
+    import h5py
+
+    output = Path(args.output)
+    partial = output.with_name(output.name + ".partial")
+    try:
+        with h5py.File(partial, "w") as out, torch.no_grad():
+            starts = range(0, len(sentences), args.batch_size)
+            for start in tqdm(starts, desc="embedding", unit="batch", total=len(starts)):
+                batch = sentences[start:start + args.batch_size]
+                result = bilm(batch_to_ids(batch, bilm.options.max_chars).to(args.device))
+                stacked = torch.stack(result.layers, dim=1).cpu()  # (B, 3, T, D)
+                for row, sentence in enumerate(batch):
+                    layers = stacked[row, :, :len(sentence)]
+                    if args.layers == "top":
+                        layers = layers[-1]
+                    elif args.layers == "average":
+                        layers = layers.mean(dim=0)
+                    out.create_dataset(str(start + row), data=layers.numpy())
+            index = {" ".join(s): str(i) for i, s in enumerate(sentences)}
+            dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.special_dtype(vlen=str))
+            dataset[0] = json.dumps(index)
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)
+    print(f"wrote {len(sentences)} sentences to {output}")
+    return 0
