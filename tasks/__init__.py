@@ -8,3 +8,4 @@ from tasks import elmo_input_sized, spacy_blank_tokenizer, subsample  # noqa: E4
 from tasks import ner  # noqa: E402,F401
 from tasks import snli, sst  # noqa: E402,F401
 from tasks import squad  # noqa: E402,F401
+from tasks import coref, srl  # noqa: E402,F401

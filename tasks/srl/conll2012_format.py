@@ -1,0 +1,179 @@
+"""Finding and checking OntoNotes 5.0 CoNLL-2012 ``*_gold_conll`` files (the SRL and coreference data, Sec. 4).
+
+allennlp-models' ``Ontonotes`` reader indexes the columns of each line by position and keeps a stack of open
+coreference spans: on a malformed line it fails with an ``IndexError`` deep inside the reader, or it silently drops or
+misaligns annotations (a row with fewer columns shortens the label sequences, an unclosed span is forgotten). Both our
+readers run :func:`check_conll2012_file` on every file first, so bad input gives one line naming the file, the line,
+what was expected and what was found.
+
+Columns of a ``*_gold_conll`` line (CoNLL-2012 shared task): 1 document id, 2 part number, 3 word number, 4 word,
+5 POS, 6 parse bit, 7 predicate lemma, 8 frameset id, 9 word sense, 10 speaker, 11 named entities, 12..N-1 one
+column of predicate arguments per predicate of the sentence, N coreference.
+"""
+import os
+import re
+from typing import List, Optional
+
+from allennlp.common.checks import ConfigurationError
+
+GOLD_CONLL_SUFFIX = "gold_conll"
+# 10 fixed columns + named entities + coreference; a sentence without predicates has no argument column.
+MIN_COLUMNS = 12
+FIRST_SPAN_COLUMN = 10  # named entities, then predicate arguments
+FIRST_ARGUMENT_COLUMN = 11
+
+# A cell of a bracketed span column: "*", "(LABEL*", "*)" or "(LABEL*)"; some named-entity cells of the
+# released data drop the star of a one-word span ("(ORG)").
+SPAN_CELL = re.compile(r"^(?:\((?P<label>[^()*\s]+)\*?|\*)(?P<close>\))?$")
+# PropBank labels of the CoNLL-2012 data: numbered arguments, modifiers (ARGM-XXX), their continuation (C-) and
+# reference (R-) forms, and the predicate itself (V).
+PROPBANK_LABEL = re.compile(r"^(?:[CR]-)?(?:V|ARG[0-5A]|ARG[0-5]-[A-Z]{3}|ARGM-[A-Z]{3})$")
+# One segment of a coreference cell: "(12)", "(12" or "12)"; segments are joined with "|", "-" means none.
+COREF_SEGMENT = re.compile(r"^(?:\((?P<single>\d+)\)|\((?P<open>\d+)|(?P<close>\d+)\))$")
+
+
+def conll2012_files(path: str) -> List[str]:
+    """The ``*gold_conll`` files of a CoNLL-2012 directory tree (sorted, so reading order is reproducible), or the
+    one file ``path`` names."""
+    if os.path.isfile(path):
+        return [path]
+    if not os.path.isdir(path):
+        raise ConfigurationError(
+            f"{path}: no such file or directory (expected a CoNLL-2012 *_{GOLD_CONLL_SUFFIX} file or a "
+            f"directory tree of them)"
+        )
+    files = sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(path)
+        for name in names
+        if name.endswith(GOLD_CONLL_SUFFIX)
+    )
+    if not files:
+        raise ConfigurationError(
+            f"{path}: expected *{GOLD_CONLL_SUFFIX} files in this directory tree, found none"
+        )
+    return files
+
+
+class _SentenceState:
+    """What must hold across the lines of one sentence: the column count, the word numbers, open spans."""
+
+    def __init__(self, first_line_number: int, num_columns: int) -> None:
+        self.first_line_number = first_line_number
+        self.num_columns = num_columns
+        self.num_words = 0
+        self.open_span: List[Optional[str]] = [None] * (num_columns - 1 - FIRST_SPAN_COLUMN)
+        self.verbs_per_column = [0] * (num_columns - 1 - FIRST_ARGUMENT_COLUMN)
+        self.open_coref: dict = {}
+        self.parse_depth = 0
+
+
+def check_conll2012_file(path: str, check_srl_labels: bool = False) -> int:
+    """Checks every line of one ``*_gold_conll`` file; returns the number of sentences.
+
+    Raises ``ConfigurationError`` ("<file>:<line>: expected ..., found ...") on the first problem, and on a file
+    without any sentence. With ``check_srl_labels`` the predicate-argument labels must be PropBank labels.
+    """
+    num_sentences = 0
+    sentence: Optional[_SentenceState] = None
+
+    def fail(line_number: int, message: str) -> None:
+        raise ConfigurationError(f"{path}:{line_number}: {message}")
+
+    def end_sentence(line_number: int) -> None:
+        nonlocal sentence, num_sentences
+        if sentence is None:
+            return
+        for column, label in enumerate(sentence.open_span):
+            if label is not None:
+                fail(line_number, f"expected span '({label}*' of column {column + FIRST_SPAN_COLUMN + 1} to be "
+                                  f"closed with '*)' before the sentence ends, found the end of the sentence")
+        for cluster, starts in sentence.open_coref.items():
+            if starts:
+                fail(line_number, f"expected coreference span '({cluster}' to be closed with '{cluster})' before "
+                                  f"the sentence ends, found the end of the sentence")
+        for column, count in enumerate(sentence.verbs_per_column):
+            if count != 1:
+                fail(line_number, f"expected one '(V*' predicate in argument column "
+                                  f"{column + FIRST_ARGUMENT_COLUMN + 1} of the sentence starting at line "
+                                  f"{sentence.first_line_number}, found {count}")
+        if sentence.parse_depth != 0:
+            fail(line_number, f"expected the parse bits of the sentence starting at line "
+                              f"{sentence.first_line_number} to have balanced brackets, found "
+                              f"{sentence.parse_depth:+d} unclosed")
+        num_sentences += 1
+        sentence = None
+
+    with open(path, encoding="utf-8") as conll_file:
+        line_number = 0
+        for line_number, line in enumerate(conll_file, start=1):
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                end_sentence(line_number)
+                continue
+            columns = stripped.split()
+            if len(columns) < MIN_COLUMNS:
+                fail(line_number, f"expected at least {MIN_COLUMNS} whitespace-separated columns (CoNLL-2012 "
+                                  f"*_gold_conll), found {len(columns)}")
+            if sentence is None:
+                sentence = _SentenceState(line_number, len(columns))
+            elif len(columns) != sentence.num_columns:
+                fail(line_number, f"expected {sentence.num_columns} columns like the sentence's first line "
+                                  f"(line {sentence.first_line_number}), found {len(columns)}")
+            _check_line(columns, sentence, check_srl_labels, lambda message: fail(line_number, message))
+        end_sentence(line_number + 1)
+    if num_sentences == 0:
+        raise ConfigurationError(f"{path}: expected CoNLL-2012 sentences, found none (empty file?)")
+    return num_sentences
+
+
+def _check_line(columns: List[str], sentence: _SentenceState, check_srl_labels: bool, fail) -> None:
+    if not columns[1].isdigit():
+        fail(f"expected an integer part number in column 2, found '{columns[1]}'")
+    if not columns[2].isdigit():
+        fail(f"expected an integer word number in column 3, found '{columns[2]}'")
+    sentence.num_words += 1
+
+    parse_bit = columns[5]
+    if parse_bit.count("*") != 1:
+        fail(f"expected a parse bit with exactly one '*' in column 6, found '{parse_bit}'")
+    sentence.parse_depth += parse_bit.count("(") - parse_bit.count(")")
+
+    for column in range(FIRST_SPAN_COLUMN, len(columns) - 1):
+        cell = columns[column]
+        match = SPAN_CELL.match(cell)
+        if match is None:
+            fail(f"expected '*', '(LABEL*', '*)', '(LABEL*)' or '(LABEL)' in column {column + 1}, found '{cell}'")
+        slot = column - FIRST_SPAN_COLUMN
+        label = match.group("label")
+        if label is not None:
+            if sentence.open_span[slot] is not None:
+                fail(f"expected span '({sentence.open_span[slot]}*' of column {column + 1} to be closed before "
+                     f"a new one opens, found '{cell}'")
+            is_argument_column = column >= FIRST_ARGUMENT_COLUMN
+            if is_argument_column and check_srl_labels and not PROPBANK_LABEL.match(label):
+                fail(f"expected a PropBank label (ARG0-5, ARGA, ARGM-XXX, their C-/R- forms, or V) in column "
+                     f"{column + 1}, found unknown label '{label}'")
+            if is_argument_column and label == "V":
+                sentence.verbs_per_column[column - FIRST_ARGUMENT_COLUMN] += 1
+            sentence.open_span[slot] = label
+        if match.group("close"):
+            if sentence.open_span[slot] is None:
+                fail(f"expected '*)' in column {column + 1} to close an open span, found no open span")
+            sentence.open_span[slot] = None
+
+    coref_cell = columns[-1]
+    if coref_cell != "-":
+        for segment in coref_cell.split("|"):
+            match = COREF_SEGMENT.match(segment)
+            if match is None:
+                fail(f"expected '-' or '|'-joined '(N)', '(N', 'N)' in the last (coreference) column, "
+                     f"found '{coref_cell}'")
+            if match.group("open"):
+                sentence.open_coref.setdefault(match.group("open"), []).append(sentence.num_words)
+            elif match.group("close"):
+                starts = sentence.open_coref.get(match.group("close"))
+                if not starts:
+                    fail(f"expected '{segment}' in the coreference column to close a span opened earlier in the "
+                         f"sentence with '({match.group('close')}', found none open")
+                starts.pop()
