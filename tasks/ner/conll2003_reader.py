@@ -9,11 +9,12 @@ import itertools
 import re
 from typing import Iterable
 
-from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.dataset_readers.conll2003 import Conll2003DatasetReader
 from allennlp.data.tokenizers import Token
+
+from tasks.line_errors import empty_file_error, input_error
 
 NER_TAG = re.compile(r"^(O|[IB]-(PER|LOC|ORG|MISC))$")
 
@@ -32,20 +33,18 @@ def read_conll2003_sentences(file_path: str):
             for line_number, line in group:
                 columns = line.split()
                 if len(columns) != 4:
-                    raise ConfigurationError(
-                        f"{file_path}:{line_number}: expected 4 columns (token POS chunk NER), "
-                        f"found {len(columns)}: {line.strip()!r}"
+                    raise input_error(
+                        file_path, line_number, "4 columns (token POS chunk NER)", f"{len(columns)}: {line.strip()!r}"
                     )
                 if not NER_TAG.match(columns[3]):
-                    raise ConfigurationError(
-                        f"{file_path}:{line_number}: expected an IOB1 NER tag (O, I-/B- of PER LOC ORG MISC), "
-                        f"found {columns[3]!r}"
+                    raise input_error(
+                        file_path, line_number, "an IOB1 NER tag (O, I-/B- of PER LOC ORG MISC)", repr(columns[3])
                     )
                 rows.append(columns)
             found_any = True
             yield group[0][0], rows
     if not found_any:
-        raise ConfigurationError(f"{file_path}: expected CoNLL-2003 sentences, found none (empty file)")
+        raise empty_file_error(file_path, "CoNLL-2003 sentences")
 
 
 @DatasetReader.register("conll2003_checked")
