@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 from elmo_module.bilm import ElmoBiLm, State
 from elmo_module.errors import ElmoInputError
-from elmo_module.lm_data import (SPECIALS, TOKENIZERS, Corpus, build_vocabulary, character_table, expand_paths,
+from elmo_module.lm_data import (TOKENIZERS, Corpus, build_vocabulary, character_table, expand_paths,
                                  n_windows, read_corpus, read_vocabulary, streams, type_to_vocabulary, windows)
 from elmo_module.options import BiLmOptions
 from elmo_module.weights import load_bilm, save_bilm
@@ -117,7 +117,7 @@ def log_uniform_log_prob(ids: torch.Tensor, vocabulary_size: int) -> torch.Tenso
 
 
 def softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                negatives: Optional[torch.Tensor] = None, chunk: int = 4096) -> torch.Tensor:
+                negatives: Optional[torch.Tensor] = None, chunk: Optional[int] = None) -> torch.Tensor:
     """Summed negative log-likelihood of ``targets`` (N,) given ``hidden`` (N, P).
 
     Without ``negatives``: the full softmax (in row chunks, so a large vocabulary fits in memory). With negatives:
@@ -125,6 +125,7 @@ def softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tenso
     every logit minus log(expected count) = log(n * P(id)) (the logQ correction), and a sampled id that equals the
     row's target removed ("accidental hit")."""
     if negatives is None:
+        chunk = chunk or max(1, 2 ** 24 // weight.size(0))  # at most 16M logits (64 MB) at a time
         return sum(F.cross_entropy(h @ weight.t() + bias, t, reduction="sum")
                    for h, t in zip(hidden.split(chunk), targets.split(chunk)))
     vocabulary_size, n = weight.size(0), negatives.numel()
@@ -259,7 +260,8 @@ class LmTrainer:
             "options": self.model.bilm.options.to_dict(),
             "vocabulary": self.vocabulary,
             "settings": asdict(self.settings),
-            "data": {"files": [str(p) for p in self.train_text.corpus.files], "tokens": self.train_text.corpus.n_tokens},
+            "data": {"files": [str(p) for p in self.train_text.corpus.files],
+                     "tokens": self.train_text.corpus.n_tokens},
             "position": {"epoch": self.epoch, "window": self.window, "step": self.step, "tokens": self.tokens},
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -479,6 +481,8 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--tokens", type=int, help="stop after training on this many tokens (in total, over resumes)")
     budget.add_argument("--epochs", type=int, help="stop after this many epochs (default 10, the paper's)")
+    parser.add_argument("--minutes", type=float, help="also stop after this many minutes of training (a resumable "
+                        "checkpoint and the outputs are written as at any other stop)")
     parser.add_argument("--eval-every", type=int, default=0, help="held-out perplexity every N steps (0: start, end)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     _add_training_arguments(parser)
@@ -509,20 +513,24 @@ def run_pretrain(args) -> int:
     heldout_text = LmText(heldout, vocabulary, options.max_chars)
     out.mkdir(parents=True, exist_ok=True)
 
+    eval_seconds = [0.0]
+
     def evaluate():
+        started = time.perf_counter()
         result = heldout_perplexity(model, heldout_text, settings.batch_size, settings.unroll)
         trainer.history.append({"step": trainer.step, "tokens_trained": trainer.tokens, **result})
+        eval_seconds[0] += time.perf_counter() - started
         return result
 
     if not trainer.history:
         evaluate()
     epochs = args.epochs if args.epochs is not None else (None if args.tokens is not None else 10)
-    if args.tokens is not None:
-        total = args.tokens
-        done = lambda t: t.tokens >= args.tokens  # noqa: E731
-    else:
-        total = epochs * trainer.tokens_per_epoch
-        done = lambda t: t.epoch >= epochs  # noqa: E731
+    total = args.tokens if args.tokens is not None else epochs * trainer.tokens_per_epoch
+    deadline = time.perf_counter() + 60 * args.minutes if args.minutes is not None else math.inf
+
+    def done(t: LmTrainer) -> bool:
+        budget_spent = t.tokens >= args.tokens if args.tokens is not None else t.epoch >= epochs
+        return budget_spent or time.perf_counter() >= deadline
     print(f"vocabulary {len(vocabulary)} words, {train.n_tokens} training tokens in {len(train.types)} types, "
           f"{trainer.windows_per_epoch} windows of {settings.batch_size}x{settings.unroll} per epoch; "
           f"{'sampled softmax' if len(vocabulary) > settings.negatives else 'full softmax'}")
@@ -536,12 +544,12 @@ def run_pretrain(args) -> int:
             t.save_checkpoint(checkpoint_path)
 
     progress = _Progress(total, min(trainer.tokens, total), "pretrain")
-    started, tokens_before = time.perf_counter(), trainer.tokens
+    started, tokens_before, eval_seconds[0] = time.perf_counter(), trainer.tokens, 0.0
     try:
         trainer.run(done, progress, after_step)
     finally:
         progress.close()
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started - eval_seconds[0]  # training time only
     result = trainer.history[-1] if trainer.history[-1]["step"] == trainer.step else evaluate()
     trainer.save_checkpoint(checkpoint_path)
     write_language_model(model, vocabulary, out)

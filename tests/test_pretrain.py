@@ -3,7 +3,6 @@
 Tiny models on tiny corpora the tests write themselves: sentences from a small grammar, so a biLM can learn them.
 """
 import json
-import math
 import random
 
 import h5py
@@ -17,7 +16,7 @@ from allennlp.nn.util import remove_sentence_boundaries
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
 from elmo_module.lm_data import read_corpus, tokenize_simple
-from elmo_module.pretrain import (BiLanguageModel, LmText, LmTrainer, heldout_perplexity, load_language_model,
+from elmo_module.pretrain import (LmText, LmTrainer, heldout_perplexity, load_language_model,
                                   log_uniform_log_prob, log_uniform_sample, softmax_nll)
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
