@@ -1,0 +1,104 @@
+"""Speed of our ELMo against allennlp's ``Elmo`` on the same full-size random weights and batches, in one process.
+
+    python -m elmo_module.benchmark [--batches 6] [--batch-size 32] [--threads 2]
+
+Full size = the released model's shape (2 x 4096 cells, 512 projection, 2048 char filters, 2 highway). Sentences of
+10-35 tokens, words drawn from a Zipf distribution over 5,000 synthetic types (so words repeat as in real text).
+Both run stateful (allennlp's default), carrying state over the same batch sequence. Prints tokens/s of both, the
+ratio, and the max |difference| of the ELMo mix and of every biLM layer.
+"""
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FULL_SIZE = {
+    "lstm": {"use_skip_connections": True, "projection_dim": 512, "cell_clip": 3, "proj_clip": 3, "dim": 4096,
+             "n_layers": 2},
+    "char_cnn": {"activation": "relu", "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512],
+                                                   [7, 1024]], "n_highway": 2, "embedding": {"dim": 16},
+                 "n_characters": 262, "max_characters_per_token": 50},
+}
+
+
+def write_full_size_weights(directory: Path, seed: int = 0):
+    """Random weights of the released shape; the scales keep activations O(1) like the real model."""
+    from elmo_module import BiLmOptions, ElmoBiLm, save_bilm
+
+    torch.manual_seed(seed)
+    options = BiLmOptions.from_dict(FULL_SIZE)
+    bilm = ElmoBiLm(options)
+    with torch.no_grad():
+        for name, p in bilm.named_parameters():
+            if p.dim() > 1 and "char_embed" not in name:
+                p.normal_(0, 1.0 / np.sqrt(p.shape[1] * (p.shape[2] if p.dim() > 2 else 1)))
+    save_bilm(bilm, directory / "options.json", directory / "weights.hdf5")
+    return directory / "options.json", directory / "weights.hdf5"
+
+
+def make_batches(n_batches: int, batch_size: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    letters = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    types = ["".join(rng.choice(letters, size=rng.integers(1, 12))) for _ in range(5000)]
+    p = 1.0 / np.arange(1, len(types) + 1)
+    p /= p.sum()
+    return [[[types[i] for i in rng.choice(len(types), size=rng.integers(10, 36), p=p)]
+             for _ in range(batch_size)] for _ in range(n_batches)]
+
+
+def time_model(run, batches):
+    outputs, start = [], time.perf_counter()
+    for batch in batches:
+        outputs.append(run(batch))
+    return time.perf_counter() - start, outputs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from allennlp.modules.elmo import Elmo as AllennlpElmo
+
+    from elmo_module import Elmo, batch_to_ids, load_bilm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options, weights = write_full_size_weights(Path(tmp))
+        theirs = AllennlpElmo(str(options), str(weights), num_output_representations=1, dropout=0.0).eval()
+        ours = Elmo(load_bilm(options, weights, stateful=True), num_mixes=1, dropout=0.0).eval()
+    warmup, batches = make_batches(1, args.batch_size, seed=1), make_batches(args.batches, args.batch_size)
+    n_tokens = sum(len(s) for b in batches for s in b)
+
+    def run_theirs(batch):
+        with torch.no_grad():
+            return theirs(batch_to_ids(batch))["elmo_representations"][0]
+
+    def run_ours(batch):
+        with torch.no_grad():
+            return ours(batch_to_ids(batch))[0][0]
+
+    time_model(run_theirs, warmup), time_model(run_ours, warmup)  # first-call allocations; states reset below
+    theirs._elmo_lstm._elmo_lstm.reset_states()
+    ours.bilm.reset_states()
+    their_time, their_out = time_model(run_theirs, batches)
+    our_time, our_out = time_model(run_ours, batches)
+    diff = max(float((a - b).abs().max()) for a, b in zip(our_out, their_out))
+    result = {"tokens": n_tokens, "batches": args.batches, "batch_size": args.batch_size, "threads": args.threads,
+              "allennlp_tokens_per_s": round(n_tokens / their_time, 1),
+              "ours_tokens_per_s": round(n_tokens / our_time, 1),
+              "speedup": round(their_time / our_time, 2), "max_abs_diff": diff}
+    print(f"allennlp Elmo : {result['allennlp_tokens_per_s']:8.1f} tokens/s")
+    print(f"elmo_module   : {result['ours_tokens_per_s']:8.1f} tokens/s")
+    print(f"ratio (ours / allennlp): {result['speedup']:.2f}x   max |difference| of the ELMo output: {diff:.2e}")
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
