@@ -1,0 +1,81 @@
+"""SNLI: checked reader (drops gold label "-"), blank spaCy tokenizer, training, evaluate, save/load."""
+import json
+
+import pytest
+from allennlp.common.checks import ConfigurationError
+
+from tasks.snli.snli_reader import CheckedSnliReader
+from tasks.spacy_blank_tokenizer import BlankEnglishSpacyTokenizer
+from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
+
+SAMPLE = REPO_ROOT / "tasks" / "snli" / "sample_data"
+
+
+def reader():
+    return CheckedSnliReader(tokenizer=BlankEnglishSpacyTokenizer())
+
+
+def test_blank_spacy_tokenizer_splits_punctuation_and_keeps_offsets():
+    tokens = BlankEnglishSpacyTokenizer().tokenize("A man's dog, running.")
+    assert [t.text for t in tokens] == ["A", "man", "'s", "dog", ",", "running", "."]
+    assert [t.idx for t in tokens] == [0, 2, 5, 8, 11, 13, 20]
+
+
+def test_sample_reads_and_drops_no_majority_pairs():
+    instances = list(reader().read(str(SAMPLE / "train.jsonl")))
+    assert len(instances) == 8  # 9 lines, one with gold_label "-"
+    assert [i["label"].label for i in instances[:3]] == ["entailment", "contradiction", "neutral"]
+    assert [t.text for t in instances[0]["hypothesis"].tokens] == ["A", "man", "plays", "music", "."]
+
+
+def test_real_format_sample_reads():
+    path = shared_data("format_samples", "snli", "snli.jsonl")
+    instances = list(reader().read(str(path)))
+    assert instances and all(i["label"].label in ("entailment", "neutral", "contradiction") for i in instances)
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (['{"gold_label": "neutral", "sentence1": "A b.", "sentence2": "C d."}', '{"gold_label": "neutral", '],
+         "line 2: expected a JSON object, found invalid JSON"),
+        (['{"gold_label": "neutral", "sentence1": "A b."}'], "line 1: expected a string 'sentence2'"),
+        (['{"gold_label": "maybe", "sentence1": "A b.", "sentence2": "C d."}'], "line 1: expected gold_label in"),
+        ([], "found none (empty file)"),
+    ],
+)
+def test_bad_input_gives_one_line_error_naming_file_and_line(tmp_path, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(ConfigurationError) as error:
+        list(reader().read(str(path)))
+    text = str(error.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_baseline_trains_evaluates_and_reloads(train_task, tmp_path):
+    model, run = train_task(
+        "snli",
+        overrides={"trainer.optimizer.lr": 0.004, "trainer.patience": None, "trainer.learning_rate_scheduler": None},
+        SIZE="small",
+        NUM_EPOCHS=10,
+    )
+    first, last = (json.loads((run / f"metrics_epoch_{e}.json").read_text()) for e in (0, 9))
+    assert last["training_loss"] < first["training_loss"]
+
+    metrics = allennlp_evaluate(run / "model.tar.gz", "tasks/snli/sample_data/test.jsonl", tmp_path / "eval.json")
+    assert metrics["accuracy"] in (0.0, 1 / 3, 2 / 3, 1.0)  # 3 test pairs
+
+    before, after = predictions_after_reload(model, run / "model.tar.gz", str(SAMPLE / "dev.jsonl"), ["label_probs"])
+    for b, a in zip(before, after):
+        assert b[0] == pytest.approx(a[0], abs=1e-6)
+
+
+@pytest.mark.parametrize("placement", ["input", "output", "both"])
+def test_elmo_placement_trains_and_reloads(train_task, placement):
+    model, run = train_task("snli", ELMO=placement, NUM_EPOCHS=1)
+    assert (run / "elmo_mix_weights.json").exists()
+    assert (type(model._encoder).__name__ == "ElmoOutputEncoder") == (placement in ("output", "both"))
+    before, after = predictions_after_reload(model, run / "model.tar.gz", str(SAMPLE / "dev.jsonl"), ["label_probs"])
+    for b, a in zip(before, after):
+        assert b[0] == pytest.approx(a[0], abs=1e-6)

@@ -1,0 +1,121 @@
+"""SQuAD 1.1: official v1.1 EM/F1, checked reader, span decoding (length <= 17), training, evaluate, save/load."""
+import json
+
+import pytest
+import torch
+from allennlp.common.checks import ConfigurationError
+
+from tasks.spacy_blank_tokenizer import BlankEnglishSpacyTokenizer
+from tasks.squad.bidaf_self_attention import best_span
+from tasks.squad.squad_reader import CheckedSquad1Reader
+from tasks.squad.squad_v11_eval import evaluate, exact_match_score, f1_score, normalize_answer
+from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
+
+SAMPLE = REPO_ROOT / "tasks" / "squad" / "sample_data"
+
+
+def reader():
+    return CheckedSquad1Reader(tokenizer=BlankEnglishSpacyTokenizer())
+
+
+def test_normalisation_lowercases_strips_punctuation_articles_and_whitespace():
+    assert normalize_answer("  The Eiffel-Tower, in   PARIS! ") == "eiffeltower in paris"
+    assert normalize_answer("an apple a day") == "apple day"
+    assert normalize_answer("Theatre") == "theatre"  # "the" only as a whole word
+
+
+def test_em_and_f1_against_hand_computed_values():
+    assert exact_match_score("the Denver Broncos", "Denver Broncos!") == 1.0
+    # prediction "denver broncos won", gold "broncos": overlap 1, P = 1/3, R = 1, F1 = 0.5
+    assert f1_score("Denver Broncos won", "the Broncos") == pytest.approx(0.5)
+    # v1.1: answers that normalise to nothing score F1 0 (v2.0's script would give 1), EM 1
+    assert f1_score("the", "a") == 0.0 and exact_match_score("the", "a") == 1.0
+    # max over gold answers, mean over questions:
+    # q1: "in 1931" vs ["1931", "in 1931"] -> EM 1, F1 1; q2: "maps" vs ["ships, maps and paintings"]
+    # -> EM 0, F1 = 2 * (1/1) * (1/4) / (1 + 1/4) = 0.4
+    em, f1 = evaluate(["in 1931", "maps"], [["1931", "in 1931"], ["ships, maps and paintings"]])
+    assert em == pytest.approx(0.5)
+    assert f1 == pytest.approx((1.0 + 0.4) / 2)
+
+
+def test_best_span_respects_order_and_length_limit():
+    start = torch.full((1, 30), -10.0)
+    end = torch.full((1, 30), -10.0)
+    start[0, 2], end[0, 25] = 5.0, 5.0  # best pair is 24 tokens long: not allowed
+    end[0, 10] = 4.0                     # 9 tokens: allowed
+    start[0, 28], end[0, 1] = 6.0, 6.0   # best pair ends before it starts: not allowed
+    assert best_span(start, end, max_span_length=17).tolist() == [[2, 10]]
+    assert best_span(start, end, max_span_length=30).tolist() == [[2, 25]]
+
+
+def test_sample_reads_with_gold_spans():
+    instances = list(reader().read(str(SAMPLE / "dev.json")))
+    assert len(instances) == 5
+    first = instances[0]
+    passage = [t.text for t in first["passage"].tokens]
+    start, end = first["span_start"].sequence_index, first["span_end"].sequence_index
+    assert passage[start : end + 1] == ["Oslo"]
+    assert first["metadata"].metadata["answer_texts"] == ["Oslo", "in Oslo"]
+
+
+def test_real_format_sample_reads():
+    instances = list(reader().read(str(shared_data("format_samples", "squad", "squad.json"))))
+    assert instances
+
+
+def write(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    return path
+
+
+GOOD_PARAGRAPH = {"context": "Oslo is cold.", "qas": [{"id": "q", "question": "What is cold?",
+                                                       "answers": [{"text": "Oslo", "answer_start": 0}]}]}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"data": [\n {"paragraphs": [}\n]}', "line 2: expected valid JSON"),
+        (json.dumps({"version": "1.1"}), "top level: expected 'data'"),
+        (json.dumps({"data": [{"paragraphs": [GOOD_PARAGRAPH, {"qas": []}]}]}),
+         "data[0].paragraphs[1]: expected 'context'"),
+        (json.dumps({"data": [{"paragraphs": [{"context": "Oslo is cold.", "qas": [
+            {"id": "q", "question": "What is cold?", "answers": [{"text": "Oslo", "answer_start": 3}]}]}]}]}),
+         "data[0].paragraphs[0].qas[0].answers[0]: expected the answer text 'Oslo' at answer_start 3"),
+        ("", "found none (empty file)"),
+        (json.dumps({"data": []}), "found none (empty file)"),
+    ],
+)
+def test_bad_input_gives_one_line_error_naming_file_and_record(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigurationError) as error:
+        list(reader().read(str(path)))
+    assert message in str(error.value) and str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_baseline_trains_evaluates_and_reloads(train_task, tmp_path):
+    model, run = train_task("squad", overrides={"trainer.patience": None}, NUM_EPOCHS=8)
+    first, last = (json.loads((run / f"metrics_epoch_{e}.json").read_text()) for e in (0, 7))
+    assert last["training_loss"] < first["training_loss"]
+
+    metrics = allennlp_evaluate(run / "model.tar.gz", "tasks/squad/sample_data/dev.json", tmp_path / "eval.json")
+    assert 0.0 <= metrics["em"] <= metrics["f1"] <= 1.0
+
+    keys = ["best_span", "span_start_logits"]
+    before, after = predictions_after_reload(model, run / "model.tar.gz", str(SAMPLE / "dev.json"), keys)
+    for b, a in zip(before, after):
+        assert b[0].tolist() == a[0].tolist()
+        assert b[1] == pytest.approx(a[1], abs=1e-5)
+
+
+@pytest.mark.parametrize("placement", ["input", "output", "both"])
+def test_elmo_placement_trains_and_reloads(train_task, placement):
+    model, run = train_task("squad", ELMO=placement, NUM_EPOCHS=1)
+    assert (run / "elmo_mix_weights.json").exists()
+    assert (type(model.phrase_encoder).__name__ == "ElmoOutputEncoder") == (placement in ("output", "both"))
+    keys = ["best_span", "span_start_logits"]
+    before, after = predictions_after_reload(model, run / "model.tar.gz", str(SAMPLE / "dev.json"), keys)
+    for b, a in zip(before, after):
+        assert b[0].tolist() == a[0].tolist()
+        assert b[1] == pytest.approx(a[1], abs=1e-5)
