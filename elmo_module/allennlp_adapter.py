@@ -20,6 +20,7 @@ from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.training.callbacks import TrainerCallback
 
+from elmo_module.activation_cache import ActivationCache, file_checksum
 from elmo_module.characters import MAX_CHARS, token_to_ids
 from elmo_module.elmo import Elmo
 from elmo_module.errors import ElmoInputError
@@ -69,7 +70,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
 
     def __init__(self, options_file: str, weight_file: str, placement: str = "input", mix: str = "weighted",
                  do_layer_norm: bool = False, dropout: float = 0.5, name: str = "elmo",
-                 stateful: bool = False) -> None:
+                 stateful: bool = False, cache_dir: str = "") -> None:
         super().__init__()
         _check_choice("placement", placement, PLACEMENTS)
         _check_choice("mix", mix, MIX_MODES)
@@ -78,6 +79,14 @@ class ElmoTokenEmbedder(TokenEmbedder):
         except ElmoInputError as e:
             raise ConfigurationError(str(e)) from None
         self.placement, self.name = placement, name
+        self.cache = None
+        if cache_dir:  # precomputed stateless biLM layers (the runner's activation cache)
+            if stateful:
+                raise ConfigurationError("elmo_module embedder: an activation cache needs stateful = false")
+            try:
+                self.cache = ActivationCache(cache_dir, file_checksum(options_file, weight_file))
+            except ElmoInputError as e:
+                raise ConfigurationError(str(e)) from None
         self.elmo = Elmo(bilm, num_mixes=2 if placement == "both" else 1, mix=mix,
                          do_layer_norm=do_layer_norm, dropout=dropout)
         labels = {"input": ["input"], "output": ["output"], "both": ["input", "output"]}[placement]
@@ -88,7 +97,11 @@ class ElmoTokenEmbedder(TokenEmbedder):
         return 0 if self.placement == "output" else self.elmo.output_dim
 
     def forward(self, elmo_tokens: torch.Tensor) -> torch.Tensor:
-        mixes, mask = self.elmo(elmo_tokens)
+        if self.cache is not None:
+            layers, mask = self.cache.lookup(elmo_tokens)
+            mixes, mask = self.elmo(layers=layers, mask=mask)
+        else:
+            mixes, mask = self.elmo(elmo_tokens)
         if self.placement != "input":
             queue = _output_queues[self.name]
             if len(queue) >= _MAX_QUEUED:

@@ -74,6 +74,7 @@ local orDefault(value, default) = if value == '' then default else value;
       mix: mix,
       do_layer_norm: false,  // all of allennlp-models' ELMo configs; the paper's code made it optional
       dropout: dropout,
+      cache_dir: $.knobs.cache,  // the runner's frozen-biLM activation cache ('' = run the biLM)
     },
   } else {}),
 
@@ -121,7 +122,8 @@ local orDefault(value, default) = if value == '' then default else value;
   model_common: if self.regularizer != null then { regularizer: $.regularizer } else {},
 
   // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on.
-  callbacks: if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [],
+  callbacks: (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
+             + (if knob('WANDB') == 'true' then [$.wandb_callback] else []),
   // allennlp's wandb callback (works with WANDB_MODE=offline); add it to callbacks where a run should log there.
   wandb_callback: { type: 'wandb', summary_interval: 10, should_log_parameter_statistics: false },
 

@@ -34,6 +34,8 @@ KNOBS = {
     # empty = the task's paper default
     "NUM_EPOCHS": "",
     "CUDA_DEVICE": "-1",
+    # true: log the run to Weights & Biases (allennlp's wandb callback; WANDB_MODE=offline works without network)
+    "WANDB": "false",
 }
 
 

@@ -1,0 +1,113 @@
+"""One run = one ``allennlp train`` of a task config with its knobs, in its own directory; executors run many.
+
+A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's
+serialization dir) and, once finished, ``result.json`` (written last, atomically): a run is finished if and only if
+that file exists. Anything else is unfinished and is started again from scratch; a crash leaves ``failed.json``.
+"""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from runner.spec import REPO
+
+INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
+HEAVY_FILES = ("best.th", "model.tar.gz")  # the frozen biLM is inside; results do not need them
+
+
+def _die_with_parent():  # a killed runner must not leave trainings behind that write into run directories
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def write_json(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
+                keep_models: bool = False) -> dict:
+    """Train (and test) one run; returns a status dict. Safe to call again on a finished run (it skips)."""
+    run_dir = Path(run_dir)
+    result_path = run_dir / "result.json"
+    if result_path.is_file():
+        return {"status": "done", "skipped": True, **json.loads(result_path.read_text())}
+    model_dir = run_dir / "model"
+    shutil.rmtree(model_dir, ignore_errors=True)
+    (run_dir / "failed.json").unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = REPO / "jsonnet_configs" / f"{task}.jsonnet"
+    env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
+    log = run_dir / "log.txt"
+    start = time.time()
+    with open(log, "w") as out:
+        out.write(f"# {' '.join(command)}\n# knobs: {json.dumps(knobs, sort_keys=True)}\n")
+        out.flush()
+        returncode = subprocess.call(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
+    wall = round(time.time() - start, 1)
+    if returncode != 0:
+        failure = {"task": task, "knobs": knobs, "seed": int(knobs["SEED"]), "returncode": returncode,
+                   "log": str(log), "error": _last_error_line(log), "wall_time_s": wall}
+        write_json(run_dir / "failed.json", failure)
+        return {"status": "crashed", **failure}
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    trainer = json.loads((model_dir / "config.json").read_text())["trainer"]
+    metric = trainer.get("validation_metric", "-loss")
+    metric = (metric[0] if isinstance(metric, list) else metric).lstrip("+-")
+    mix_path = model_dir / "elmo_mix_weights.json"
+    result = {"run_id": run_dir.name, "task": task, "seed": int(knobs["SEED"]), "knobs": knobs, "metric": metric,
+              "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
+              "metrics": metrics, "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
+              "wall_time_s": wall, "log": str(log)}
+    if not keep_models:
+        for name in HEAVY_FILES:
+            (model_dir / name).unlink(missing_ok=True)
+        for f in model_dir.glob("*_state_*.th"):
+            f.unlink()
+    write_json(result_path, result)
+    return {"status": "done", "skipped": False, **result}
+
+
+def _last_error_line(log: Path) -> str:
+    lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    errors = [l for l in lines if "Error" in l or "error:" in l]
+    return (errors or lines or [""])[-1][:300]
+
+
+Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}
+
+
+def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False) -> None:
+    for job in jobs:
+        report(job, execute_run(job["task"], job["knobs"], job["run_dir"], job["extra_env"], keep_models))
+
+
+def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
+            address: Optional[str] = None, cpus_per_run: float = 1, gpus_per_run: float = 0) -> None:
+    """The same runs as tasks on Ray: a local Ray instance by default, ``address`` for a cluster (the repository
+    and the run directories must be at the same paths on every node, e.g. a shared file system)."""
+    import ray
+
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)
+    pending = {remote.remote(j["task"], j["knobs"], j["run_dir"], j["extra_env"], keep_models): j for j in jobs}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(ready[0])
+            try:
+                report(job, ray.get(ready[0]))
+            except ray.exceptions.RayError as e:
+                report(job, {"status": "crashed", "log": str(Path(job["run_dir"]) / "log.txt"),
+                             "error": str(e).splitlines()[0]})
+    finally:
+        ray.shutdown()

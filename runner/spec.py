@@ -1,0 +1,172 @@
+"""Profiles and sweeps (data files) -> the runs to do and the table/figure cells they fill.
+
+A sweep file (runner/sweeps/<name>.json) lists a table's or figure's runs as knob settings; a profile
+(runner/profiles/<name>.json, or any path) says which sweeps to run, with which data, biLM and sizes. A run is
+identified by its task and its complete knob settings, so a run shared by two sweeps (Table 1's baseline is Figure
+1's baseline at 100 %) is trained once.
+"""
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from tasks.knobs import KNOBS
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+
+
+class SpecError(ValueError):
+    """A profile or sweep file that cannot be used: the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Run:
+    task: str
+    knobs: Tuple[Tuple[str, str], ...]  # every knob of tasks/knobs.py, sorted
+
+    @property
+    def knob_dict(self) -> Dict[str, str]:
+        return dict(self.knobs)
+
+    @property
+    def run_id(self) -> str:
+        digest = hashlib.sha1(json.dumps([self.task, self.knobs]).encode()).hexdigest()[:10]
+        return f"{self.task}-{digest}"
+
+    @property
+    def seed(self) -> int:
+        return int(self.knob_dict["SEED"])
+
+    @property
+    def uses_elmo(self) -> bool:
+        return self.knob_dict["ELMO"] != "none"
+
+
+@dataclass(frozen=True)
+class Cell:
+    sweep: str
+    task: str
+    column: str
+    x: Optional[str]
+    seed: int
+    run: Run
+
+
+def _load_json(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise SpecError(f"{what} '{path}' does not exist")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{what} '{path}' is not valid JSON: {e}") from None
+
+
+def load_profile(name_or_path: str) -> Tuple[dict, Path]:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = HERE / "profiles" / f"{name_or_path}.json"
+    profile = _load_json(path, "profile")
+    for key in ("sweeps",):
+        if key not in profile:
+            raise SpecError(f"profile '{path}': missing key '{key}'")
+    profile.setdefault("name", path.stem)
+    return profile, path
+
+
+def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = None) -> List[dict]:
+    sweeps = []
+    for name in profile["sweeps"]:
+        if only and name not in only:
+            continue
+        sweep = _load_json(HERE / "sweeps" / f"{name}.json", "sweep")
+        sweep = {**sweep, **profile.get("sweep_overrides", {}).get(name, {})}
+        for key in ("name", "kind", "tasks"):
+            if key not in sweep:
+                raise SpecError(f"sweep '{name}' (with overrides from '{profile_path}'): missing key '{key}'")
+        if sweep["kind"] != "mix_weights" and "columns" not in sweep:
+            raise SpecError(f"sweep '{name}': missing key 'columns'")
+        sweeps.append(sweep)
+    return sweeps
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(value: str) -> str:
+    """``${NAME}`` -> the environment variable NAME (profiles name the user's data and weights this way); an unset
+    variable stays as written, and ``missing_inputs`` reports it."""
+    return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+
+
+def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
+    knobs = dict(KNOBS)
+    knobs.update(profile.get("knobs", {}))
+    knobs.update(profile.get("task_knobs", {}).get(task, {}))
+    for name, value in settings.items():
+        if isinstance(value, dict):  # per-task value
+            if task not in value:
+                raise SpecError(f"{where}: knob '{name}' has no value for task '{task}'")
+            value = value[task]
+        knobs[name] = str(value)
+    unknown = sorted(set(knobs) - set(KNOBS))
+    if unknown:
+        raise SpecError(f"{where}: unknown knob(s) {unknown}; known: {sorted(KNOBS)}")
+    return {k: expand(str(v)) for k, v in knobs.items()}
+
+
+def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
+    """Every (sweep, task, column, x, seed) cell with the run that fills it."""
+    cells = []
+    tasks_allowed = profile.get("tasks")
+    for sweep in sweeps:
+        if sweep["kind"] == "mix_weights":
+            continue
+        xs = sweep.get("x", {}).get("values", [None])
+        x_knob = sweep.get("x", {}).get("knob")
+        for task in sweep["tasks"]:
+            if tasks_allowed and task not in tasks_allowed:
+                continue
+            seeds = sweep.get("seeds", {})
+            n_seeds = int(seeds.get(task, seeds.get("default", 1)))
+            for column in sweep["columns"]:
+                for x in xs:
+                    for seed in range(1, n_seeds + 1):
+                        settings = {**column.get("knobs", {}), "SEED": str(seed)}
+                        if x is not None:
+                            settings[x_knob] = str(x)
+                        where = f"sweep '{sweep['name']}', column '{column['label']}'"
+                        knobs = run_knobs(profile, task, settings, where)
+                        run = Run(task, tuple(sorted(knobs.items())))
+                        cells.append(Cell(sweep["name"], task, column["label"], x, seed, run))
+    return cells
+
+
+def unique_runs(cells: List[Cell]) -> List[Run]:
+    seen, runs = set(), []
+    for cell in cells:
+        if cell.run not in seen:
+            seen.add(cell.run)
+            runs.append(cell.run)
+    return runs
+
+
+def missing_inputs(profile: dict, runs: List[Run]) -> List[str]:
+    """Data and weight files the runs name that do not exist, each with where to get it (profile 'requires')."""
+    hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
+    missing = {}
+    for run in runs:
+        for name in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH", "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
+            value = run.knob_dict.get(name, "")
+            if name.startswith("ELMO_") and not run.uses_elmo:
+                continue
+            path = value if os.path.isabs(value) else REPO / value
+            if value and ("${" in value or not Path(path).exists()):
+                hint = hints.get(f"{run.task}.{name}", hints.get(name, ""))
+                unset = [m.group(1) for m in _VAR.finditer(value)]
+                what = f"environment variable {', '.join(unset)} is not set" if unset else "does not exist"
+                missing[value] = f"{run.task} {name} = {value}: {what}{'; ' + hint if hint else ''}"
+    return sorted(missing.values())
