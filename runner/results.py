@@ -1,0 +1,326 @@
+"""Results builder: run directories -> markdown tables, PNG figures and summary.json (issue 4).
+
+Knows nothing about task internals: it reads each run's result.json / failed.json (runner contract) and the paper's
+numbers from results/paper_numbers.json. A partial sweep still builds: unfinished cells read "missing", crashed ones
+"crashed (see <log>)". Every file is written via write-then-rename, so no half-written file ever looks complete.
+"""
+import io
+import itertools
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One planned run of a sweep, as the runner hands it over."""
+    sweep: str
+    task: str
+    column: str
+    x: Optional[str]
+    seed: int
+    run_dir: Path
+
+
+def write_atomic(path: Path, data) -> None:
+    """Writes to a temporary sibling, then renames it over `path`."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: line {e.lineno}: expected JSON, found invalid text ({e.msg})") from None
+
+
+def read_run(run_dir: Path, split: str) -> dict:
+    """One run's state: ok (value in %, from `split`; test=null falls back to dev), crashed (log) or missing."""
+    result_path, failed_path = Path(run_dir) / "result.json", Path(run_dir) / "failed.json"
+    if result_path.exists():
+        result = _load_json(result_path)
+        value, dev_fallback = result.get(split), False
+        if value is None and split == "test":
+            value, dev_fallback = result.get("dev"), True
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"{result_path}: key '{split}' (or 'dev'): expected a number, found {value!r}")
+        # Metrics that are fractions are reported in % like the paper's tables.
+        percent = 100.0 * value if value <= 1.0 else float(value)
+        return {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+    if failed_path.exists():
+        return {"status": "crashed", "log": str(_load_json(failed_path).get("log") or failed_path)}
+    return {"status": "missing"}
+
+
+def aggregate(cells: list, split: str) -> dict:
+    """Mean ± sample std over the finished seeds of one (task, column, x) cell."""
+    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=str(c.run_dir)) for c in cells]
+    values = [r["value"] for r in runs if r["status"] == "ok"]
+    crashed = [r["log"] for r in runs if r["status"] == "crashed"]
+    status = ("ok" if runs and len(values) == len(runs) else "partial" if values
+              else "crashed" if crashed else "missing")
+    return {"status": status, "seeds_planned": len(runs), "seeds_finished": len(values), "values": values,
+            "mean": statistics.fmean(values) if values else None,
+            "std": statistics.stdev(values) if len(values) >= 2 else None,
+            "dev_fallback": any(r.get("dev_fallback") for r in runs), "crashed_logs": crashed,
+            "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
+
+
+def _note(notes: list, text: str) -> str:
+    if text not in notes:
+        notes.append(text)
+    return f"[{notes.index(text) + 1}]"
+
+
+def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
+    if not agg["values"]:
+        return f"crashed (see {', '.join(agg['crashed_logs'])})" if agg["crashed_logs"] else "missing"
+    text = f"{agg['mean']:.{decimals}f}"
+    if agg["std"] is not None:
+        text += f" ± {agg['std']:.{decimals}f}"
+    if agg["seeds_finished"] < agg["seeds_planned"]:
+        text += f" (n={agg['seeds_finished']})"
+    if agg["dev_fallback"]:
+        text += " " + _note(notes, f"{where}: result.json has test = null; the dev value is reported")
+    if agg["crashed_logs"]:
+        text += " " + _note(notes, f"{where}: crashed seeds, see {', '.join(agg['crashed_logs'])}")
+    return text
+
+
+def _paper_number(value) -> Optional[float]:
+    """Paper cells are numbers or strings like "91.93 ± 0.19"."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return float(value.split("±")[0]) if isinstance(value, str) else None
+
+
+def _paper_text(paper_table: dict, label: str, task: str, decimals: int) -> str:
+    value = paper_table.get(label, {}).get(task)
+    if value is None or isinstance(value, str):
+        return value or "—"
+    std = paper_table.get(f"{label}_std", {}).get(task)
+    return f"{value:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
+
+
+def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: int) -> str:
+    """Table 1's INCREASE column: absolute / relative error reduction = (ELMo − baseline) / (100 − baseline)."""
+    if baseline is None or elmo is None or baseline >= 100:
+        return "—"
+    return f"{elmo - baseline:.{decimals}f} / {100 * (elmo - baseline) / (100 - baseline):.1f}%"
+
+
+def _markdown(title: str, provenance: dict, header: list, rows: list, notes: list, extra: str = "") -> str:
+    lines = [f"# {title}", ""] + [f"- **{k}**: {v}" for k, v in provenance.items()] + [""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines += [""] + [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else []) + [extra]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _groups(sweep: dict, cells: list) -> dict:
+    """(task, column, x) -> that cell's planned runs, in the sweep's task/column/x order."""
+    xs = sweep["x"]["values"] if sweep["kind"] == "curve" else [None]
+    groups = {(t, c["label"], x): [] for t in sweep["tasks"] for c in sweep["columns"] for x in xs}
+    for cell in cells:
+        groups.setdefault((cell.task, cell.column, cell.x), []).append(cell)
+    return groups
+
+
+def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance: dict) -> list:
+    """Tables 1-3: ours (mean ± std) beside the paper's value per column; Table 1 adds the increase columns."""
+    split, labels, notes = sweep["split"], [c["label"] for c in sweep["columns"]], []
+    paper_table = paper.get(sweep["name"], {})
+    paper_only = [k for k, v in paper_table.items() if isinstance(v, dict) and k not in labels and "_std" not in k]
+    with_increase = "baseline" in labels and "ELMo" in labels  # Table 1
+    header = ["task"] + [f"{lab} ({who})" for lab in labels for who in ("ours", "paper")]
+    header += ["increase (ours)", "increase (paper)"] if with_increase else []
+    header += [f"{k} (paper)" for k in paper_only]
+    rows, summary = [], []
+    groups = _groups(sweep, cells)
+    for task in sweep["tasks"]:
+        decimals, row, means = DECIMALS.get(task, 1), [task], {}
+        for label in labels:
+            agg = aggregate(groups[(task, label, None)], split)
+            means[label] = agg["mean"]
+            row += [cell_text(agg, decimals, notes, f"{task}/{label}"), _paper_text(paper_table, label, task, decimals)]
+            summary.append(dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg))
+        if with_increase:
+            paper_values = [_paper_number(paper_table.get(k, {}).get(task)) for k in ("baseline", "ELMo")]
+            row += [increase_text(means["baseline"], means["ELMo"], decimals), increase_text(*paper_values, decimals)]
+        rows.append(row + [_paper_text(paper_table, k, task, decimals) for k in paper_only])
+    extra = f"Ours: {split} metric in %, mean ± sample std over finished seeds; n=k when fewer than planned."
+    if paper_table.get("split", split) != split:
+        extra += f" The paper's numbers are on {paper_table['split']}."
+    write_atomic(out_dir / f"{sweep['name']}.md",
+                 _markdown(sweep.get("title", sweep["name"]), provenance, header, rows, notes, extra))
+    return summary
+
+
+def _describe(fig) -> list:
+    """What was drawn, read back from the figure: per panel its title and each series' label and point count."""
+    return [{"title": ax.get_title(), "series": [
+        {"label": c.get_label(), "points": len(c) if hasattr(c, "patches") else len(c.lines[0].get_xdata())}
+        for c in ax.containers]} for ax in fig.axes if ax.get_visible()]
+
+
+def _save_png(fig, path: Path) -> list:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    drawn = _describe(fig)
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+    return drawn
+
+
+def _grid(n_rows: int, n_cols: int, width: float, height: float = 3.6):
+    return plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows), squeeze=False, layout="constrained")
+
+
+def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance: dict) -> tuple:
+    """Figure 1: metric vs % of the training set (log x), one panel per task, one line per column."""
+    split, labels, notes, xs = sweep["split"], [c["label"] for c in sweep["columns"]], [], sweep["x"]["values"]
+    percents = {x: 100 * float(x) for x in xs}  # the knob is a fraction of the training set
+    groups, summary, rows = _groups(sweep, cells), [], []
+    n_cols = min(len(sweep["tasks"]), 4)
+    fig, axes = _grid(math.ceil(len(sweep["tasks"]) / n_cols), n_cols, width=4.5)
+    for ax in axes.flat[len(sweep["tasks"]):]:
+        ax.set_visible(False)
+    for task, ax in zip(sweep["tasks"], axes.flat):
+        decimals, table = DECIMALS.get(task, 1), {x: [task, f"{percents[x]:g}%"] for x in xs}
+        for label in labels:
+            points = []
+            for x in xs:
+                agg = aggregate(groups[(task, label, x)], split)
+                summary.append(dict(task=task, column=label, x=x, paper=None, **agg))
+                table[x].append(cell_text(agg, decimals, notes, f"{task}/{label}/{x}"))
+                if agg["mean"] is not None:
+                    points.append((percents[x], agg["mean"], agg["std"] or 0.0))
+            if points:
+                px, py, pe = zip(*points)
+                ax.errorbar(px, py, yerr=pe, marker="o", capsize=3, label=label)
+        rows += table.values()
+        ax.set_xscale("log")
+        ax.set_xticks([percents[x] for x in xs], [f"{percents[x]:g}%" for x in xs])
+        ax.minorticks_off()
+        ax.set(title=task, xlabel="% of the training set", ylabel=f"{split} metric (%)")
+        if ax.containers:
+            ax.legend()
+    drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
+    paper_note = paper.get(sweep["name"], {}).get("note", "—")
+    extra = f"Mean ± sample std over finished seeds ({split}, %). Paper: {paper_note}"
+    write_atomic(out_dir / f"{sweep['name']}.md", _markdown(
+        sweep.get("title", sweep["name"]), provenance, ["task", "training data"] + [f"{l} (ours)" for l in labels],
+        rows, notes, extra))
+    return summary, drawn
+
+
+def _mix_entries(result_path: Path, result: dict) -> list:
+    """The checked mix_weights entries of one result.json (null for baseline runs)."""
+    entries = []
+    for module, mix in (result.get("mix_weights") or {}).items():
+        weights = mix.get("weights") if isinstance(mix, dict) else None
+        if not isinstance(weights, list) or abs(sum(weights) - 1.0) > 1e-3 or "placement" not in mix:
+            raise ValueError(f"{result_path}: key 'mix_weights.{module}': expected placement and softmax weights "
+                             f"summing to 1, found {mix!r}")
+        entries.append(dict(mix, module=module))
+    return entries
+
+
+def build_mix_weights(sweep: dict, cells: list, out_dir: Path, provenance: dict) -> tuple:
+    """Figure 2: softmax-normalised layer weights per task and placement, averaged over the finished ELMo runs
+    (mode "weighted" only) of the sweeps named in `from`."""
+    groups, used_dirs, excluded = {}, set(), 0
+    for cell in cells:
+        run_dir = Path(cell.run_dir).resolve()
+        if cell.sweep not in sweep["from"] or run_dir in used_dirs or not (run_dir / "result.json").exists():
+            continue
+        used_dirs.add(run_dir)  # a run shared by two sweeps counts once
+        result = _load_json(run_dir / "result.json")
+        for mix in _mix_entries(run_dir / "result.json", result):
+            if mix.get("mode", "weighted") != "weighted":
+                excluded += 1
+                continue
+            groups.setdefault((cell.task, mix["placement"]), []).append(dict(
+                mix, sweep=cell.sweep, column=cell.column, seed=cell.seed, run_id=result.get("run_id"),
+                lam=result.get("knobs", {}).get("ELMO_LAMBDA")))
+    task_order = {t: i for i, t in enumerate(sweep.get("tasks") or sorted({t for t, _ in groups}))}
+    keys = sorted(groups, key=lambda k: (task_order.get(k[0], len(task_order)), k[0], k[1]))
+    summary, rows, listing = [], [], []
+    # Laid out like the paper's Figure 2: a row per placement, a column per task.
+    tasks, placements = list(dict.fromkeys(k[0] for k in keys)), sorted({k[1] for k in keys})
+    fig, axes = _grid(max(1, len(placements)), max(1, len(tasks)), width=3.0)
+    for (row, placement), (col, task) in itertools.product(enumerate(placements), enumerate(tasks)):
+        axes[row][col].set_visible((task, placement) in groups)
+    for task, placement in keys:
+        ax = axes[placements.index(placement)][tasks.index(task)]
+        runs = groups[(task, placement)]
+        n_layers = len(runs[0]["weights"])
+        if any(len(r["weights"]) != n_layers for r in runs):
+            raise ValueError(f"{task}/{placement}: runs have different numbers of biLM layers")
+        weights = [statistics.fmean(r["weights"][j] for r in runs) for j in range(n_layers)]
+        gammas = [r["gamma"] for r in runs if r.get("gamma") is not None]
+        gamma = statistics.fmean(gammas) if gammas else None
+        gamma_text = f"{gamma:.2f}" if gamma is not None else "—"
+        ax.bar(range(n_layers), weights, label=f"{task} {placement}")
+        ax.set_xticks(range(n_layers), ["0 (token)"] + [str(j) for j in range(1, n_layers)])
+        ax.set(title=f"{task} · {placement}  γ={gamma_text}", xlabel="biLM layer", ylim=(0, 1),
+               ylabel="softmax weight")
+        used = [f"{r['sweep']}/{r['column']}/seed {r['seed']} ({r['run_id']}" + (f", λ={r['lam']}" if r["lam"] else "")
+                + ")" for r in runs]
+        rows.append([task, placement] + [f"{w:.3f}" for w in weights] + [gamma_text, len(runs)])
+        listing.append(f"- {task} · {placement}: " + "; ".join(used))
+        summary.append({"task": task, "placement": placement, "mode": "weighted", "weights": weights,
+                        "gamma": gamma, "runs": [{k: r[k] for k in ("sweep", "column", "seed", "run_id", "module")}
+                                                 for r in runs]})
+    if not keys:
+        axes[0][0].text(0.5, 0.5, "no finished ELMo runs with weighted mixes yet", ha="center", va="center")
+        axes[0][0].set_axis_off()
+    drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
+    n_layers = max((len(s["weights"]) for s in summary), default=3)
+    header = ["task", "placement"] + [f"layer {j}" for j in range(n_layers)] + ["γ", "runs"]
+    extra = (f"Softmax-normalised weights averaged over the finished runs of {', '.join(sweep['from'])} "
+             f"(mode weighted; mixes of other modes left out: {excluded}). Runs used:\n" + "\n".join(listing))
+    write_atomic(out_dir / f"{sweep['name']}.md",
+                 _markdown(sweep.get("title", sweep["name"]), provenance, header, rows, [], extra))
+    return summary, drawn
+
+
+def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict) -> dict:
+    """Builds every sweep's outputs under out_dir and writes summary.json; returns the summary."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"provenance": provenance, "sweeps": {}}
+    for sweep in sweeps:
+        name, kind = sweep.get("name"), sweep.get("kind")
+        if sweep.get("split") not in ("dev", "test") and kind != "mix_weights":
+            raise ValueError(f"sweep {name}: key 'split': expected 'dev' or 'test', found {sweep.get('split')!r}")
+        own = [c for c in cells if c.sweep == name]
+        entry = {"kind": kind, "title": sweep.get("title", name), "split": sweep.get("split"),
+                 "files": [f"{name}.md"] + ([f"{name}.png"] if kind != "table" else [])}
+        if kind == "table":
+            entry["cells"] = build_table(sweep, own, paper, out_dir, provenance)
+        elif kind == "curve":
+            entry["cells"], entry["figure"] = build_curve(sweep, own, paper, out_dir, provenance)
+        elif kind == "mix_weights":
+            entry["groups"], entry["figure"] = build_mix_weights(sweep, cells, out_dir, provenance)
+        else:
+            raise ValueError(f"sweep {name}: key 'kind': expected table, curve or mix_weights, found {kind!r}")
+        summary["sweeps"][name] = entry
+    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
+    return summary

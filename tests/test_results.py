@@ -1,0 +1,239 @@
+"""The results builder on synthetic run directories (runner contract): tables against hand-computed cells, missing
+and crashed cells marked, figures drawn and written as PNGs, summary.json."""
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.results import Cell, build_results
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PROVENANCE = {"command": "./run_all.sh", "profile": "synthetic", "git commit": "abc1234", "hardware": "test CPU"}
+
+
+def finished(run_dir: Path, task: str, seed: int, dev, test, knobs=None, mix_weights=None) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").write_text(json.dumps({
+        "run_id": run_dir.name, "task": task, "seed": seed, "knobs": knobs or {"SEED": str(seed)},
+        "metric": "accuracy", "dev": dev, "test": test, "metrics": {}, "mix_weights": mix_weights,
+        "wall_time_s": 1.0, "log": str(run_dir / "log.txt")}))
+    return run_dir
+
+
+def crashed(run_dir: Path, task: str, seed: int) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "failed.json").write_text(json.dumps({
+        "task": task, "knobs": {}, "seed": seed, "returncode": 1, "log": str(run_dir / "log.txt"),
+        "error": "RuntimeError: boom"}))
+    return run_dir
+
+
+def mix(placement, weights, gamma, mode="weighted"):
+    return {"placement": placement, "mode": mode, "weights": weights, "raw_weights": [0.0] * len(weights),
+            "gamma": gamma}
+
+
+def row_of(markdown: str, first_cell: str, second_cell: str = None) -> list:
+    """The cells of the markdown table row that starts with first_cell (and second_cell)."""
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell and (second_cell is None or cells[1] == second_cell):
+            return cells
+    raise AssertionError(f"no row {first_cell} {second_cell or ''} in\n{markdown}")
+
+
+def header_of(markdown: str) -> list:
+    line = next(line for line in markdown.splitlines() if line.startswith("| task"))
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    out = tmp_path_factory.mktemp("results") / "synthetic"
+    cells = []
+
+    def add(sweep, task, column, seed, run_dir, x=None):
+        cells.append(Cell(sweep=sweep, task=task, column=column, x=x, seed=seed, run_dir=run_dir))
+
+    # Table 1 (test). squad: one seed each; the ELMo run has an input and an output mix.
+    add("table1", "squad", "baseline", 1, finished(runs / "squad/b1", "squad", 1, 0.79, 0.80))
+    squad_elmo = finished(runs / "squad/e1", "squad", 1, 0.84, 0.85, knobs={"ELMO_LAMBDA": "0.001"},
+                          mix_weights={"emb.input": mix("input", [0.1, 0.6, 0.3], 0.8),
+                                       "enc.output": mix("output", [0.5, 0.25, 0.25], 1.2)})
+    add("table1", "squad", "ELMo", 1, squad_elmo)
+    # ner: 3 seeds planned; baseline all finished, ELMo seed 3 crashed.
+    for seed, f1 in zip((1, 2, 3), (0.90, 0.91, 0.92)):
+        add("table1", "ner", "baseline", seed, finished(runs / f"ner/b{seed}", "ner", seed, f1, f1))
+    add("table1", "ner", "ELMo", 1, finished(runs / "ner/e1", "ner", 1, 0.9, 0.92,
+                                             mix_weights={"emb": mix("input", [0.2, 0.5, 0.3], 1.0)}))
+    add("table1", "ner", "ELMo", 2, finished(runs / "ner/e2", "ner", 2, 0.9, 0.93,
+                                             mix_weights={"emb": mix("input", [0.4, 0.3, 0.3], 2.0)}))
+    add("table1", "ner", "ELMo", 3, crashed(runs / "ner/e3", "ner", 3))
+    # sst: baseline seed 1 has no test metric (dev fallback), seed 2 never ran; both ELMo seeds crashed.
+    add("table1", "sst", "baseline", 1, finished(runs / "sst/b1", "sst", 1, 0.45, None))
+    add("table1", "sst", "baseline", 2, runs / "sst/b2")
+    add("table1", "sst", "ELMo", 1, crashed(runs / "sst/e1", "sst", 1))
+    add("table1", "sst", "ELMo", 2, crashed(runs / "sst/e2", "sst", 2))
+    # coref: planned, nothing ran.
+    add("table1", "coref", "baseline", 1, runs / "coref/b1")
+    add("table1", "coref", "ELMo", 1, runs / "coref/e1")
+
+    # Table 3 (dev): squad input+output is the very run of Table 1's squad ELMo (counted once in Figure 2);
+    # one output-placement mix uses "last_only" (left out of Figure 2).
+    add("table3", "squad", "input+output", 1, squad_elmo)
+    add("table3", "snli", "input", 1, finished(runs / "snli/in", "snli", 1, 0.889, 0.5,
+                                               mix_weights={"e": mix("input", [0.6, 0.2, 0.2], 3.0)}))
+    add("table3", "snli", "input+output", 1, finished(runs / "snli/io", "snli", 1, 0.895, None, mix_weights={
+        "e": mix("input", [0.2, 0.2, 0.6], 1.0), "o": mix("output", [0.0, 0.0, 1.0], 1.0, mode="last_only")}))
+    add("table3", "snli", "output", 1, finished(runs / "snli/out", "snli", 1, 0.87, None,
+                                                mix_weights={"o": mix("output", [0.3, 0.3, 0.4], 0.5)}))
+
+    # Figure 1: snli complete with 2 seeds; srl baseline crashed at 10 %, srl ELMo never ran at 100 %.
+    xs = ["0.001", "0.01", "0.1", "1.0"]
+    for x_index, x in enumerate(xs):
+        for column, offset in (("baseline", 0.0), ("ELMo", 0.05)):
+            for seed in (1, 2):
+                dev = 0.5 + 0.1 * x_index + offset + 0.01 * seed
+                add("figure1", "snli", column, seed, finished(runs / f"f1/snli-{column}-{x}-{seed}", "snli", seed,
+                                                              dev, dev), x=x)
+                srl_dir = runs / f"f1/srl-{column}-{x}-{seed}"
+                if column == "baseline" and x == "0.1":
+                    crashed(srl_dir, "srl", seed)
+                elif not (column == "ELMo" and x == "1.0"):
+                    finished(srl_dir, "srl", seed, dev - 0.2, dev - 0.2)
+                add("figure1", "srl", column, seed, srl_dir, x=x)
+
+    columns = [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}}]
+    sweeps = [
+        {"name": "table1", "kind": "table", "title": "Table 1", "split": "test",
+         "tasks": ["squad", "coref", "ner", "sst"], "columns": columns, "seeds": {"default": 1, "ner": 3, "sst": 2}},
+        {"name": "table3", "kind": "table", "title": "Table 3", "split": "dev", "tasks": ["snli", "squad"],
+         "columns": [{"label": lab, "knobs": {}} for lab in ("input", "input+output", "output")], "seeds": {}},
+        {"name": "figure1", "kind": "curve", "title": "Figure 1", "split": "test", "tasks": ["snli", "srl"],
+         "columns": columns, "seeds": {"default": 2}, "x": {"knob": "TRAIN_FRACTION", "values": xs}},
+        {"name": "figure2", "kind": "mix_weights", "title": "Figure 2", "split": "dev", "tasks": [], "columns": [],
+         "from": ["table1", "table3"]},
+    ]
+    paper = json.loads((REPO_ROOT / "results" / "paper_numbers.json").read_text())
+    summary = build_results(sweeps, cells, paper, out, PROVENANCE)
+    return out, summary
+
+
+def test_table1_cells_means_std_paper_values_and_error_reduction(built):
+    out, _ = built
+    table = (out / "table1.md").read_text()
+    assert header_of(table) == ["task", "baseline (ours)", "baseline (paper)", "ELMo (ours)", "ELMo (paper)",
+                                "increase (ours)", "increase (paper)", "previous_sota (paper)"]
+    # squad: 80.0 -> 85.0: +5.0, relative 5/(100-80) = 25 %; paper 81.1 -> 85.8: 4.7/18.9 = 24.9 %.
+    assert row_of(table, "squad") == ["squad", "80.0", "81.1", "85.0", "85.8", "5.0 / 25.0%", "4.7 / 24.9%", "84.4"]
+    # ner (2 decimals): baseline 90, 91, 92 -> 91.00 ± 1.00; ELMo 92, 93 of 3 -> 92.50 ± 0.71 (n=2) + crashed note.
+    # Increase 1.50 / (1.5/9 = 16.7 %); paper 92.22 - 90.15 = 2.07, 2.07/9.85 = 21.0 %.
+    assert row_of(table, "ner") == ["ner", "91.00 ± 1.00", "90.15", "92.50 ± 0.71 (n=2) [1]", "92.22 ± 0.10",
+                                    "1.50 / 16.7%", "2.07 / 21.0%", "91.93 ± 0.19"]
+    # sst: test null -> dev 45.0 with a footnote, 1 of 2 seeds; ELMo: both seeds crashed, with their logs.
+    sst = row_of(table, "sst")
+    assert sst[1] == "45.0 (n=1) [2]"
+    assert sst[3].startswith("crashed (see ")
+    assert "sst/e1/log.txt" in sst[3] and "sst/e2/log.txt" in sst[3]
+    assert sst[4:] == ["54.7 ± 0.5", "—", "3.3 / 6.8%", "53.7"]
+    assert row_of(table, "coref")[1:6] == ["missing", "67.2", "missing", "70.4", "—"]
+    assert "[1] ner/ELMo: crashed seeds, see " in table and "ner/e3/log.txt" in table
+    assert "[2] sst/baseline: result.json has test = null; the dev value is reported" in table
+    assert "- **command**: ./run_all.sh" in table and "- **git commit**: abc1234" in table
+
+
+def test_table3_reports_dev_beside_the_papers_columns(built):
+    out, _ = built
+    table = (out / "table3.md").read_text()
+    assert header_of(table) == ["task", "input (ours)", "input (paper)", "input+output (ours)",
+                                "input+output (paper)", "output (ours)", "output (paper)"]
+    # dev is reported (also where test is null); the shared squad run appears as input+output.
+    assert row_of(table, "snli") == ["snli", "88.9", "88.9", "89.5", "89.5", "87.0", "88.7"]
+    assert row_of(table, "squad") == ["squad", "missing", "85.1", "84.0", "85.6", "missing", "84.8"]
+
+
+def test_figure1_curve_png_lines_and_table(built):
+    out, summary = built
+    png = (out / "figure1.png").read_bytes()
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
+    drawn = summary["sweeps"]["figure1"]["figure"]
+    assert [panel["title"] for panel in drawn] == ["snli", "srl"]
+    assert drawn[0]["series"] == [{"label": "baseline", "points": 4}, {"label": "ELMo", "points": 4}]
+    assert drawn[1]["series"] == [{"label": "baseline", "points": 3}, {"label": "ELMo", "points": 3}]
+    table = (out / "figure1.md").read_text()
+    # snli baseline at 0.1 %: seeds 0.51, 0.52 -> 51.5 ± 0.7; ELMo 56.5 ± 0.7 (test split, values in %).
+    assert row_of(table, "snli", "0.1%") == ["snli", "0.1%", "51.5 ± 0.7", "56.5 ± 0.7"]
+    assert row_of(table, "snli", "100%") == ["snli", "100%", "81.5 ± 0.7", "86.5 ± 0.7"]
+    srl_10 = row_of(table, "srl", "10%")
+    assert srl_10[2].startswith("crashed (see ") and srl_10[3] == "56.5 ± 0.7"
+    assert row_of(table, "srl", "100%")[2:] == ["61.5 ± 0.7", "missing"]
+
+
+def test_figure2_mix_weights_averaged_per_task_and_placement(built):
+    out, summary = built
+    png = (out / "figure2.png").read_bytes()
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
+    drawn = summary["sweeps"]["figure2"]["figure"]
+    # 5 task/placement panels (a row per placement, ner has no output panel), 3 bars (token layer + 2 LSTM layers)
+    # each; the last_only mix is left out.
+    titles = [panel["title"] for panel in drawn]
+    assert titles == ["ner · input  γ=1.50", "snli · input  γ=2.00", "squad · input  γ=0.80",
+                      "snli · output  γ=0.50", "squad · output  γ=1.20"]
+    assert all([s["points"] for s in panel["series"]] == [3] for panel in drawn)
+    table = (out / "figure2.md").read_text()
+    # ner input: mean of [0.2, 0.5, 0.3] and [0.4, 0.3, 0.3]; γ mean of 1 and 2. The crashed seed adds nothing.
+    assert row_of(table, "ner", "input") == ["ner", "input", "0.300", "0.400", "0.300", "1.50", "2"]
+    # snli input: the input run's mix beside the input+output run's input mix.
+    assert row_of(table, "snli", "input") == ["snli", "input", "0.400", "0.200", "0.400", "2.00", "2"]
+    assert row_of(table, "snli", "output") == ["snli", "output", "0.300", "0.300", "0.400", "0.50", "1"]
+    assert "mixes of other modes left out: 1)" in table
+    # squad's shared run (Table 1 ELMo = Table 3 input+output) counts once.
+    assert row_of(table, "squad", "input") == ["squad", "input", "0.100", "0.600", "0.300", "0.80", "1"]
+    assert "table1/ELMo/seed 1 (e1, λ=0.001)" in table
+
+
+def test_summary_json_has_provenance_and_every_cell(built):
+    out, summary = built
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["provenance"] == PROVENANCE
+    assert set(on_disk["sweeps"]) == {"table1", "table3", "figure1", "figure2"}
+    table1 = {(c["task"], c["column"]): c for c in on_disk["sweeps"]["table1"]["cells"]}
+    assert len(table1) == 8
+    ner_elmo = table1[("ner", "ELMo")]
+    assert (ner_elmo["status"], ner_elmo["seeds_planned"], ner_elmo["seeds_finished"]) == ("partial", 3, 2)
+    assert ner_elmo["values"] == pytest.approx([92.0, 93.0])
+    assert ner_elmo["mean"] == pytest.approx(92.5) and ner_elmo["std"] == pytest.approx(0.5 ** 0.5)
+    assert ner_elmo["paper"] == 92.22
+    assert table1[("ner", "baseline")]["status"] == "ok"
+    assert table1[("coref", "ELMo")]["status"] == "missing" and table1[("coref", "ELMo")]["mean"] is None
+    sst_elmo = table1[("sst", "ELMo")]
+    assert sst_elmo["status"] == "crashed" and len(sst_elmo["crashed_logs"]) == 2
+    assert all(log.endswith("log.txt") for log in sst_elmo["crashed_logs"])
+    assert table1[("sst", "baseline")]["dev_fallback"] is True
+    figure1 = on_disk["sweeps"]["figure1"]["cells"]
+    assert len(figure1) == 2 * 2 * 4 and {c["x"] for c in figure1} == {"0.001", "0.01", "0.1", "1.0"}
+    groups = {(g["task"], g["placement"]): g for g in on_disk["sweeps"]["figure2"]["groups"]}
+    assert groups[("ner", "input")]["weights"] == pytest.approx([0.3, 0.4, 0.3])
+    assert on_disk == json.loads(json.dumps(summary, default=str))
+    # Written by rename: no temporary file is left behind.
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png"])
+
+
+def test_malformed_result_names_the_file(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "result.json").write_text('{"dev": 0.5, "test": "high"}')
+    sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["snli"],
+             "columns": [{"label": "baseline", "knobs": {}}]}
+    with pytest.raises(ValueError, match=r"result\.json: key 'test'"):
+        build_results([sweep], [Cell("table1", "snli", "baseline", None, 1, run_dir)], {}, tmp_path / "out", {})
+
+
+def test_empty_mix_weights_sweep_still_builds(tmp_path):
+    sweep = {"name": "figure2", "kind": "mix_weights", "from": ["table1"]}
+    summary = build_results([sweep], [], {}, tmp_path, {"profile": "empty"})
+    assert summary["sweeps"]["figure2"]["groups"] == []
+    assert (tmp_path / "figure2.png").read_bytes().startswith(PNG_SIGNATURE)
