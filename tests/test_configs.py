@@ -1,0 +1,115 @@
+"""Every variant of every shipped task config builds, and the shared knobs (elmo.libsonnet) do what they say."""
+import random
+from functools import lru_cache
+
+import pytest
+from allennlp.common import Params
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import DatasetReader, Vocabulary
+from allennlp.models import Model
+
+from tests.conftest import REPO_ROOT
+
+CONFIGS = sorted(path.stem for path in (REPO_ROOT / "jsonnet_configs").glob("*.jsonnet"))
+PLACEMENTS = ["input", "output", "both"]
+MIXES = ["weighted", "last_only", "average"]
+VARIANTS = [("none", "weighted")] + [(placement, mix) for placement in PLACEMENTS for mix in MIXES]
+
+
+def config_params(task: str) -> Params:
+    return Params.from_file(str(REPO_ROOT / "jsonnet_configs" / f"{task}.jsonnet"))
+
+
+@lru_cache(maxsize=None)
+def sample_vocabulary(task: str) -> Vocabulary:
+    """The vocabulary of the task's bundled training and dev samples, read with the baseline config's readers."""
+    params = config_params(task)
+    train_reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    dev_reader = DatasetReader.from_params(params.pop("validation_dataset_reader"))
+    instances = list(train_reader.read(params.pop("train_data_path")))
+    instances += list(dev_reader.read(params.pop("validation_data_path")))
+    return Vocabulary.from_instances(instances)
+
+
+@pytest.fixture
+def knobs(task_env):
+    from allennlp.common.plugins import import_plugins
+
+    import_plugins()
+    return task_env
+
+
+def test_the_six_task_configs_are_shipped():
+    assert {"ner", "sst", "snli", "squad"} <= set(CONFIGS)
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+@pytest.mark.parametrize("placement, mix", VARIANTS)
+def test_every_variant_builds(knobs, task, placement, mix):
+    vocab = sample_vocabulary(task)  # baseline readers; the ELMo indexer needs no vocabulary
+    knobs(ELMO=placement, ELMO_MIX=mix)
+    params = config_params(task)
+    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    # One scalar mix per placement; with both, the output mix is a second, separate set of weights (Sec. 3.3).
+    mixes = [module.placement for module in model.modules() if type(module).__name__ == "ScalarMix"]
+    assert mixes == {"none": [], "input": ["input"], "output": ["output"], "both": ["input", "output"]}[placement]
+    mix_weights = [name for name, _ in model.named_parameters() if name.endswith("mix_weights")]
+    assert len(mix_weights) == (len(mixes) if mix == "weighted" else 0) or mix == "average", mix_weights
+    encoders = [type(module).__name__ for module in model.modules()]
+    assert ("ElmoOutputEncoder" in encoders) == (placement in ("output", "both"))
+    # The lambda * sum(w^2) penalty (Sec. 3.2) applies only to the weighted mix.
+    regexes = [regex for regex, _ in model._regularizer._regularizers] if model._regularizer else []
+    assert ("mix_weights" in regexes) == (placement != "none" and mix == "weighted")
+
+
+def test_knobs_reach_trainer_seeds_and_embeddings(knobs):
+    knobs(SEED=7, CUDA_DEVICE=-1, NUM_EPOCHS=3, GLOVE_PATH="/data/glove.6B.50d.txt", ELMO="input",
+          ELMO_OPTIONS="my_options.json", ELMO_WEIGHTS="my_weights.hdf5", ELMO_LAMBDA=0.5)
+    params = config_params("ner").as_dict()
+    assert (params["random_seed"], params["numpy_seed"], params["pytorch_seed"]) == (7, 7, 7)
+    assert (params["trainer"]["num_epochs"], params["trainer"]["cuda_device"]) == (3, -1)
+    assert {"type": "elmo_mix_weights"} in params["trainer"]["callbacks"]
+    words = params["model"]["text_field_embedder"]["token_embedders"]["tokens"]
+    assert words["pretrained_file"] == "/data/glove.6B.50d.txt" and words["embedding_dim"] == 50
+    elmo = params["model"]["text_field_embedder"]["token_embedders"]["elmo_module"]
+    assert (elmo["options_file"], elmo["weight_file"], elmo["placement"]) == ("my_options.json", "my_weights.hdf5", "input")
+    assert params["model"]["regularizer"]["regexes"] == [["mix_weights", {"type": "l2", "alpha": 0.5}]]
+    assert params["dataset_reader"]["token_indexers"]["elmo_module"] == {"type": "elmo_module_characters"}
+
+
+def test_data_path_knobs_replace_the_bundled_samples(knobs):
+    assert config_params("ner")["train_data_path"] == "tasks/ner/sample_data/train.txt"
+    knobs(TRAIN_PATH="/data/eng.train", DEV_PATH="/data/eng.testa", TEST_PATH="/data/eng.testb")
+    params = config_params("ner")
+    assert (params["train_data_path"], params["validation_data_path"], params["test_data_path"]) == (
+        "/data/eng.train", "/data/eng.testa", "/data/eng.testb")
+
+
+def test_unknown_knob_value_is_refused(knobs):
+    knobs(ELMO="top")
+    with pytest.raises(Exception, match="ELMO must be none\\|input\\|output\\|both, found top"):
+        config_params("ner")
+
+
+def test_train_fraction_is_a_seeded_random_subsample_and_validation_stays_whole(knobs):
+    knobs(TRAIN_FRACTION=0.5, SEED=3)
+    params = config_params("ner")
+    assert params["validation_dataset_reader"]["type"] == "conll2003_checked"
+    train_reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    path = "tasks/ner/sample_data/train.txt"
+    first_words = [i["tokens"].tokens[0].text for i in train_reader.read(path)]
+    all_first_words = ["Maria", "The", "Fans", "Tomas", "Paris", "Anna"]
+    expected = sorted(random.Random(3).sample(range(6), 3))  # round(0.5 * 6) = 3, chosen by Random(SEED)
+    assert first_words == [all_first_words[i] for i in expected]
+    assert first_words != all_first_words[:3]  # not the first N (true for seed 3)
+    assert [i["tokens"].tokens[0].text for i in train_reader.read(path)] == first_words  # reproducible
+
+
+def test_subsample_keeps_at_least_one_and_rejects_bad_fractions():
+    from tasks.ner.conll2003_reader import CheckedConll2003Reader
+    from tasks.subsample import RandomSubsampleReader
+
+    tiny = RandomSubsampleReader(CheckedConll2003Reader(), fraction=0.001, seed=1)
+    assert len(list(tiny.read(str(REPO_ROOT / "tasks/ner/sample_data/train.txt")))) == 1
+    with pytest.raises(ConfigurationError, match="fraction must be in"):
+        RandomSubsampleReader(CheckedConll2003Reader(), fraction=0.0)
