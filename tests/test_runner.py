@@ -1,0 +1,120 @@
+"""The runner: resume after a kill, crashed runs, spec errors, and the Ray executor giving the local results."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.spec import SpecError, expand_cells, load_sweeps, missing_inputs, unique_runs
+
+REPO = Path(__file__).resolve().parent.parent
+# three quick NER runs (tiny model, 1 epoch, bundled sample data): baseline and ELMo, seeds 1-2 of the baseline
+PROFILE = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},
+           "sweep_overrides": {"table1": {"seeds": {"default": 1, "ner": 2}}}}
+
+
+def runner_command(tmp_path, profile, *extra):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    return [sys.executable, "-m", "runner", "--profile", str(path), "--runs-dir", str(tmp_path / "runs"),
+            "--results-dir", str(tmp_path / "results"), "--cache-dir", str(tmp_path / "cache"), *extra]
+
+
+def runner_env(tmp_path):
+    return {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
+            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
+
+
+def results_of(runs_dir: Path):
+    out = {}
+    for path in sorted(runs_dir.glob("*/*/result.json")):
+        r = json.loads(path.read_text())
+        out[r["run_id"]] = (r["dev"], r["test"], r["mix_weights"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    """Run the sweep, kill the runner once the first run has finished, start it again; returns what it saw."""
+    tmp_path = tmp_path_factory.mktemp("local")
+    command = runner_command(tmp_path, PROFILE)
+    process = subprocess.Popen(command, cwd=REPO, env=runner_env(tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 300
+    while not list((tmp_path / "runs").glob("*/*/result.json")):
+        assert process.poll() is None and time.time() < deadline, "runner ended before finishing a run"
+        time.sleep(0.5)
+    first = list((tmp_path / "runs").glob("*/*/result.json"))
+    os.killpg(process.pid, signal.SIGKILL)  # the runner and the training it was running, mid-run
+    process.wait()
+    finished_before = {p: p.stat().st_mtime_ns for p in first}
+    second = subprocess.run(command, cwd=REPO, env=runner_env(tmp_path), capture_output=True, text=True,
+                            timeout=600)
+    return tmp_path, finished_before, second
+
+
+def test_resume_after_kill_reruns_only_unfinished_runs(local_sweep):
+    tmp_path, finished_before, second = local_sweep
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert len(finished_before) == 1
+    assert f"{len(finished_before)} already finished, 2 to do" in second.stdout
+    for path, mtime in finished_before.items():
+        assert path.stat().st_mtime_ns == mtime, "a finished run was run again"
+    assert len(list((tmp_path / "runs").glob("*/*/result.json"))) == 3
+    assert not list((tmp_path / "runs").glob("*/*/failed.json"))
+    table = (tmp_path / "results" / "table1.md").read_text()
+    assert "| ner |" in table and "missing" in table  # other tasks were not in this profile: marked missing
+
+
+def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
+    local_path, _, _ = local_sweep
+    command = runner_command(tmp_path, PROFILE, "--executor", "ray", "--cpus-per-run", "1")
+    done = subprocess.run(command, cwd=REPO, env=runner_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ours, local = results_of(tmp_path / "runs"), results_of(local_path / "runs")
+    assert len(local) == 3 and ours == local
+    strip = lambda text: [l for l in text.splitlines() if not l.startswith("- **")]  # provenance differs
+    assert strip((tmp_path / "results" / "table1.md").read_text()) == \
+        strip((local_path / "results" / "table1.md").read_text())
+
+
+def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
+    bad = tmp_path / "broken.txt"
+    bad.write_text("EU NNP B-NP\n")  # 3 columns where CoNLL-2003 has 4
+    profile = {**PROFILE, "task_knobs": {"ner": {"TRAIN_PATH": str(bad)}},
+               "sweep_overrides": {"table1": {"seeds": {"default": 1},
+                                              "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}]}}}
+    done = subprocess.run(runner_command(tmp_path, profile, "--no-cache"), cwd=REPO, env=runner_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "CRASHED" in done.stdout and "log.txt" in done.stdout
+    failed = json.loads(next((tmp_path / "runs").glob("*/*/failed.json")).read_text())
+    assert Path(failed["log"]).is_file()
+    assert "crashed" in (tmp_path / "results" / "table1.md").read_text()
+
+
+def test_shared_runs_are_trained_once_and_unknown_knobs_rejected():
+    profile = {"name": "p", "sweeps": ["table1", "table3", "figure1"], "knobs": {"SIZE": "tiny"}}
+    sweeps = load_sweeps(profile, Path("p.json"))
+    cells = expand_cells(profile, sweeps)
+    runs = unique_runs(cells)
+    # Figure 1's 100 % points and Table 3's srl input / snli both are Table 1 runs
+    assert len(runs) < len(cells)
+    srl_input = [c.run for c in cells if c.task == "srl" and c.run.knob_dict["ELMO"] == "input"
+                 and c.run.knob_dict["TRAIN_FRACTION"] == "1.0" and c.seed == 1]
+    assert len(set(srl_input)) == 1 and len(srl_input) >= 3
+    with pytest.raises(SpecError, match="unknown knob"):
+        expand_cells({**profile, "knobs": {"SIZ": "tiny"}}, sweeps)
+
+
+def test_paper_profile_lists_what_is_missing(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "runner", "--profile", "paper", "--runs-dir", str(tmp_path)],
+                          cwd=REPO, env={k: v for k, v in runner_env(tmp_path).items() if not k.endswith("_DIR")},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "ELMO_DIR is not set" in done.stderr and "https://allennlp.org/elmo" in done.stderr
+    assert "SQUAD_DIR is not set" in done.stderr and "Traceback" not in done.stderr
