@@ -115,7 +115,10 @@ def _paper_text(paper_table: dict, label: str, task: str, decimals: int) -> str:
     if value is None or isinstance(value, str):
         return value or "—"
     std = paper_table.get(f"{label}_std", {}).get(task)
-    return f"{value:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
+    if std is None:
+        return f"{value:.{decimals}f}"
+    std_decimals = max(decimals, len(repr(float(std)).split(".")[1]))  # as printed in Table 1: ±0.17, ±0.10, ±0.5
+    return f"{value:.{decimals}f} ± {std:.{std_decimals}f}"
 
 
 def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: int) -> str:
@@ -125,8 +128,23 @@ def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: in
     return f"{elmo - baseline:.{decimals}f} / {100 * (elmo - baseline) / (100 - baseline):.1f}%"
 
 
+def _provenance_lines(provenance: dict) -> list:
+    """The header block of every markdown file; nested dicts (e.g. data paths per task) as sub-items."""
+    def flat(value):
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={flat(v)}" for k, v in value.items())
+        return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    lines = []
+    for key, value in provenance.items():
+        if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+            lines += [f"- **{key}**:"] + [f"  - {k}: {flat(v)}" for k, v in value.items()]
+        else:
+            lines.append(f"- **{key}**: {flat(value)}")
+    return lines
+
+
 def _markdown(title: str, provenance: dict, header: list, rows: list, notes: list, extra: str = "") -> str:
-    lines = [f"# {title}", ""] + [f"- **{k}**: {v}" for k, v in provenance.items()] + [""]
+    lines = [f"# {title}", ""] + _provenance_lines(provenance) + [""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     lines += [""] + [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else []) + [extra]

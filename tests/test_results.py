@@ -9,7 +9,8 @@ from runner.results import Cell, build_results
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PROVENANCE = {"command": "./run_all.sh", "profile": "synthetic", "git commit": "abc1234", "hardware": "test CPU"}
+PROVENANCE = {"command": "./run_all.sh", "profile": "synthetic", "git commit": "abc1234", "hardware": "test CPU",
+              "data": {"ner": {"TRAIN_PATH": "a.txt", "DEV_PATH": "b.txt"}}, "weights": ["tiny.hdf5"]}
 
 
 def finished(run_dir: Path, task: str, seed: int, dev, test, knobs=None, mix_weights=None) -> Path:
@@ -108,7 +109,7 @@ def built(tmp_path_factory):
     columns = [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}}]
     sweeps = [
         {"name": "table1", "kind": "table", "title": "Table 1", "split": "test",
-         "tasks": ["squad", "coref", "ner", "sst"], "columns": columns, "seeds": {"default": 1, "ner": 3, "sst": 2}},
+         "tasks": ["squad", "coref", "snli", "ner", "sst"], "columns": columns, "seeds": {"default": 1, "ner": 3, "sst": 2}},
         {"name": "table3", "kind": "table", "title": "Table 3", "split": "dev", "tasks": ["snli", "squad"],
          "columns": [{"label": lab, "knobs": {}} for lab in ("input", "input+output", "output")], "seeds": {}},
         {"name": "figure1", "kind": "curve", "title": "Figure 1", "split": "test", "tasks": ["snli", "srl"],
@@ -139,9 +140,12 @@ def test_table1_cells_means_std_paper_values_and_error_reduction(built):
     assert "sst/e1/log.txt" in sst[3] and "sst/e2/log.txt" in sst[3]
     assert sst[4:] == ["54.7 ± 0.5", "—", "3.3 / 6.8%", "53.7"]
     assert row_of(table, "coref")[1:6] == ["missing", "67.2", "missing", "70.4", "—"]
+    # snli has no planned runs at all; the paper's ± keeps its printed precision.
+    assert row_of(table, "snli") == ["snli", "missing", "88.0", "missing", "88.7 ± 0.17", "—", "0.7 / 5.8%", "88.6"]
     assert "[1] ner/ELMo: crashed seeds, see " in table and "ner/e3/log.txt" in table
     assert "[2] sst/baseline: result.json has test = null; the dev value is reported" in table
     assert "- **command**: ./run_all.sh" in table and "- **git commit**: abc1234" in table
+    assert "- **data**:\n  - ner: TRAIN_PATH=a.txt, DEV_PATH=b.txt\n- **weights**: tiny.hdf5" in table
 
 
 def test_table3_reports_dev_beside_the_papers_columns(built):
@@ -200,7 +204,7 @@ def test_summary_json_has_provenance_and_every_cell(built):
     assert on_disk["provenance"] == PROVENANCE
     assert set(on_disk["sweeps"]) == {"table1", "table3", "figure1", "figure2"}
     table1 = {(c["task"], c["column"]): c for c in on_disk["sweeps"]["table1"]["cells"]}
-    assert len(table1) == 8
+    assert len(table1) == 10
     ner_elmo = table1[("ner", "ELMo")]
     assert (ner_elmo["status"], ner_elmo["seeds_planned"], ner_elmo["seeds_finished"]) == ("partial", 3, 2)
     assert ner_elmo["values"] == pytest.approx([92.0, 93.0])
@@ -217,6 +221,8 @@ def test_summary_json_has_provenance_and_every_cell(built):
     groups = {(g["task"], g["placement"]): g for g in on_disk["sweeps"]["figure2"]["groups"]}
     assert groups[("ner", "input")]["weights"] == pytest.approx([0.3, 0.4, 0.3])
     assert on_disk == json.loads(json.dumps(summary, default=str))
+    for markdown in out.glob("*.md"):
+        assert "- **profile**: synthetic\n" in markdown.read_text(), markdown
     # Written by rename: no temporary file is left behind.
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png"])
