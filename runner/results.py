@@ -239,6 +239,8 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
         ax.set(title=task, xlabel="% of the training set", ylabel=f"{split} metric (%)")
         if ax.containers:
             ax.legend()
+        else:
+            ax.text(0.5, 0.5, "no finished runs yet", transform=ax.transAxes, ha="center", va="center")
     drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
     paper_note = paper.get(sweep["name"], {}).get("note", "—")
     extra = f"Mean ± sample std over finished seeds ({split}, %). Paper: {paper_note}"
