@@ -132,11 +132,24 @@ def softmax_nll(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tenso
     log_expected = math.log(n)
     true_logit = ((hidden * weight[targets]).sum(-1) + bias[targets]
                   - (log_expected + log_uniform_log_prob(targets, vocabulary_size)))
-    sampled = (hidden @ weight[negatives].t() + bias[negatives]
-               - (log_expected + log_uniform_log_prob(negatives, vocabulary_size)))
-    sampled = sampled.masked_fill(negatives.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
-    logits = torch.cat([true_logit.unsqueeze(1), sampled], dim=1)
-    return (torch.logsumexp(logits, dim=1) - true_logit).sum()
+    # (N, n) logits in one GEMM with the corrected bias folded in: this matrix dominates the cost on a CPU
+    sampled = torch.addmm(bias[negatives] - (log_expected + log_uniform_log_prob(negatives, vocabulary_size)),
+                          hidden, weight[negatives].t())
+    rows, columns = accidental_hits(targets, negatives)
+    if rows.numel():
+        sampled = sampled.index_put((rows, columns), torch.tensor(float("-inf"), device=sampled.device))
+    return (torch.logaddexp(true_logit, torch.logsumexp(sampled, dim=1)) - true_logit).sum()
+
+
+def accidental_hits(targets: torch.Tensor, negatives: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(row, column) of every sampled id equal to its row's target, by binary search (no (N, n) comparison)."""
+    ordered, order = torch.sort(negatives)
+    first = torch.searchsorted(ordered, targets)
+    count = torch.searchsorted(ordered, targets, right=True) - first
+    rows = torch.repeat_interleave(torch.arange(targets.numel(), device=targets.device), count)
+    offsets = torch.arange(rows.numel(), device=targets.device) - torch.repeat_interleave(
+        torch.cumsum(count, 0) - count, count)
+    return rows, order[torch.repeat_interleave(first, count) + offsets]
 
 
 # ------------------------------------------------------------------------------------------------------ training
@@ -457,9 +470,13 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice); on a machine "
+                        "shared with other jobs 1 thread can be much faster than oversubscribed cores")
 
 
 def _settings(args) -> TrainingSettings:
+    if args.threads is not None:
+        torch.set_num_threads(max(1, args.threads))
     for name in ("batch_size", "unroll", "negatives", "vocab_size"):
         if getattr(args, name) < 1:
             raise ElmoInputError(f"--{name.replace('_', '-')} must be at least 1, found {getattr(args, name)}")

@@ -3,7 +3,11 @@
 Tiny models on tiny corpora the tests write themselves: sentences from a small grammar, so a biLM can learn them.
 """
 import json
+import math
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -16,7 +20,7 @@ from allennlp.nn.util import remove_sentence_boundaries
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
 from elmo_module.lm_data import read_corpus, tokenize_simple
-from elmo_module.pretrain import (LmText, LmTrainer, heldout_perplexity, load_language_model,
+from elmo_module.pretrain import (LmText, LmTrainer, accidental_hits, heldout_perplexity, load_language_model,
                                   log_uniform_log_prob, log_uniform_sample, softmax_nll)
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
@@ -29,6 +33,7 @@ TINY_OPTIONS = {
 SUBJECTS = ["the cat", "a dog", "my bird", "the old horse"]
 VERBS = ["sat on", "ran to", "looked at", "jumped over"]
 OBJECTS = ["the mat", "the door", "a tree", "the red car"]
+REPO = Path(__file__).resolve().parents[1]
 TRAIN_ARGS = ["--batch-size", "8", "--unroll", "10", "--seed", "3"]
 
 
@@ -234,12 +239,16 @@ def only_error_line(capsys):
     return lines[0]
 
 
-def test_empty_corpus_is_a_one_line_error(tmp_path, capsys):
+def test_empty_corpus_is_a_one_line_error_from_the_command_line(tmp_path):
     data = write_corpus(tmp_path)
     (data / "train.txt").write_text("\n   \n\n")
-    assert pretrain(data, tmp_path / "lm", "--tokens", "80") == 2
-    error = only_error_line(capsys)
-    assert "train.txt" in error and "no tokens" in error
+    done = subprocess.run([sys.executable, "-m", "elmo_module", "pretrain", "--options", str(data / "options.json"),
+                           "--train", str(data / "train.txt"), "--heldout", str(data / "heldout.txt"),
+                           "--out", str(tmp_path / "lm")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert "train.txt" in done.stderr and "no tokens" in done.stderr
+    assert not (tmp_path / "lm").exists()
 
 
 def test_text_that_is_not_utf8_names_file_and_line_or_is_skipped_when_asked(tmp_path, capsys):
@@ -296,3 +305,18 @@ def test_finetune_weights_or_softmax_that_disagree_with_options_are_one_line_err
     error = only_error_line(capsys)
     assert "softmax/W" in error and "(27, 24)" in error
     assert not (tmp_path / "b" / "weights.hdf5").exists()
+
+
+def test_sampled_softmax_removes_exactly_the_accidental_hits():
+    targets, negatives = torch.tensor([3, 0, 7, 3]), torch.tensor([3, 5, 3, 0, 9])
+    rows, columns = accidental_hits(targets, negatives)
+    assert sorted(zip(rows.tolist(), columns.tolist())) == [(0, 0), (0, 2), (1, 3), (3, 0), (3, 2)]
+    torch.manual_seed(0)
+    hidden, weight, bias = torch.randn(4, 3), torch.randn(10, 3), torch.randn(10)
+    logq = log_uniform_log_prob(torch.arange(10), 10) + math.log(5)
+    expected = 0.0
+    for row, target in enumerate(targets.tolist()):  # by hand: the true class against the non-hit samples
+        logits = [hidden[row] @ weight[target] + bias[target] - logq[target]]
+        logits += [hidden[row] @ weight[k] + bias[k] - logq[k] for k in negatives.tolist() if k != target]
+        expected += torch.logsumexp(torch.stack(logits), 0) - logits[0]
+    torch.testing.assert_close(softmax_nll(hidden, targets, weight, bias, negatives), expected)
