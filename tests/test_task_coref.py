@@ -8,32 +8,16 @@ import pytest
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.commands.evaluate import evaluate_from_archive
-from allennlp.commands.train import train_model_from_file
-from allennlp.models.archival import load_archive
 from allennlp_models.coref.metrics.conll_coref_scores import ConllCorefScores
 
 from tasks.coref.reader import CheckedCorefReader
 from tasks.elmo_input_sized import elmo_output_dim
+from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(REPO, "jsonnet_configs", "coref.jsonnet")
-SAMPLE = os.path.join(REPO, "tasks", "coref", "sample_data")
-FORMAT_SAMPLE = "/work/shared/data/format_samples/coref_conll2012"
-TINY_OPTIONS = os.path.join(REPO, "elmo_module", "bundled", "tiny_options.json")
+SAMPLE = str(REPO_ROOT / "tasks" / "coref" / "sample_data")
+TINY_OPTIONS = str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json")
 
 
-@pytest.fixture
-def knobs(monkeypatch, tmp_path):
-    """Tiny model on the bundled sample, caches and loggers isolated in tmp_path, run from the repo root."""
-    monkeypatch.chdir(REPO)
-    for name, value in {"SIZE": "tiny", "ELMO": "none", "NUM_EPOCHS": "2", "TRAIN_FRACTION": "1.0",
-                        "TRAIN_PATH": "", "DEV_PATH": "", "TEST_PATH": "", "GLOVE_PATH": "",
-                        "ELMO_OPTIONS": "", "ELMO_WEIGHTS": "", "CUDA_DEVICE": "-1"}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("ALLENNLP_CACHE_ROOT", "WANDB_DIR", "HF_HOME", "NLTK_DATA"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    return monkeypatch
 
 
 # --- the metrics -------------------------------------------------------------------------------------------------
@@ -100,12 +84,12 @@ def test_reader_reads_documents_of_the_sample_tree():
     assert labelled[(1, 1)] == -1  # "met" is in no cluster
 
 
-@pytest.mark.skipif(not os.path.isdir(FORMAT_SAMPLE), reason="shared format sample absent")
 def test_reader_reads_real_format_sample_like_allennlp_models():
     from allennlp_models.coref.dataset_readers.conll import ConllCorefReader
 
-    path = os.path.join(FORMAT_SAMPLE, "coref.gold_conll")
-    ours = list(CheckedCorefReader(max_span_width=10).read(FORMAT_SAMPLE))  # the directory ...
+    format_sample = shared_data("format_samples", "coref_conll2012")
+    path = str(format_sample / "coref.gold_conll")
+    ours = list(CheckedCorefReader(max_span_width=10).read(str(format_sample)))  # the directory ...
     theirs = list(ConllCorefReader(max_span_width=10).read(path))  # ... and allennlp-models on its one file
     assert len(ours) == len(theirs) > 0
     for mine, reference in zip(ours, theirs):
@@ -149,36 +133,40 @@ def test_wrong_column_count_and_empty_file_are_errors(tmp_path):
         list(CheckedCorefReader(max_span_width=3).read(str(path)))
 
 
+def test_reader_reads_hub_records_one_document_per_part(monkeypatch):
+    from tests.test_task_srl import HUB_RECORD, fake_hub
+
+    fake_hub(monkeypatch, [HUB_RECORD])
+    first, second = CheckedCorefReader(max_span_width=3).read("hf:ontonotes/conll2012_ontonotesv5:english_v4:test")
+    assert first["metadata"]["original_text"] == ["Ann", "sold", "it", ".", "She", "left", "."]
+    assert [sorted(c) for c in first["metadata"]["clusters"]] == [[(0, 0), (4, 4)]]  # "She" = word 0 of sentence 2
+    assert second["metadata"]["original_text"] == ["Bob", "ran", "."]  # part 1 is its own document
+    assert second["metadata"]["clusters"] == []
+
+
 # --- train, evaluate, save/load ----------------------------------------------------------------------------------
 
-def _train_evaluate_reload(tmp_path, overrides=""):
-    serialization_dir = tmp_path / "run"
-    model = train_model_from_file(CONFIG, serialization_dir, overrides=overrides)
-    archive_path = serialization_dir / "model.tar.gz"
-    evaluated = evaluate_from_archive(str(archive_path), os.path.join(SAMPLE, "test"))
-    archive = load_archive(str(archive_path))
-    instances = list(archive.validation_dataset_reader.read(os.path.join(SAMPLE, "test")))
-    model.eval()
-    archive.model.eval()  # Model.load leaves the module in training mode (dropout on)
-    before = model.forward_on_instances(instances)
-    after = archive.model.forward_on_instances(instances)
+def _check_reload_and_metrics(model, run_dir):
+    """Save -> load gives the same predictions; returns the end-of-training metrics."""
+    keys = ["top_spans", "antecedent_indices", "predicted_antecedents", "clusters"]
+    before, after = predictions_after_reload(model, run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), keys)
     for trained, reloaded in zip(before, after):
-        for key in ("top_spans", "antecedent_indices", "predicted_antecedents"):
-            assert (trained[key] == reloaded[key]).all(), key
-        assert trained["clusters"] == reloaded["clusters"]
-    with open(serialization_dir / "metrics.json") as metrics_file:
-        metrics = json.load(metrics_file)
-    return model, metrics, evaluated
+        for key, value, reloaded_value in zip(keys, trained, reloaded):
+            if key == "clusters":
+                assert value == reloaded_value
+            else:
+                assert (torch.as_tensor(value) == torch.as_tensor(reloaded_value)).all(), key
+    return json.loads((run_dir / "metrics.json").read_text())
 
 
-def test_baseline_loss_falls_and_evaluate_reports_average_f1(knobs, tmp_path):
-    knobs.setenv("NUM_EPOCHS", "20")
+def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_path):
     # lr 0.01 (paper: 0.001) so the tiny model moves within seconds; no early stopping or lr decay on 2 documents.
     overrides = {"trainer.optimizer.lr": 0.01, "trainer.patience": None, "trainer.learning_rate_scheduler": None}
-    _, metrics, evaluated = _train_evaluate_reload(tmp_path, overrides=json.dumps(overrides))
-    with open(tmp_path / "run" / "metrics_epoch_0.json") as first:
-        first_epoch = json.load(first)
+    model, run_dir = train_task("coref", overrides=overrides, NUM_EPOCHS=20)
+    metrics = _check_reload_and_metrics(model, run_dir)
+    first_epoch = json.loads((run_dir / "metrics_epoch_0.json").read_text())
     assert metrics["training_loss"] < 0.2 * first_epoch["training_loss"]
+    evaluated = allennlp_evaluate(run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), tmp_path / "eval.json")
     for name in ("coref_f1", "muc_f1", "b3_f1", "ceafe_f1", "coref_precision", "coref_recall", "mention_recall"):
         assert 0.0 <= evaluated[name] <= 1.0, name
     assert evaluated["coref_f1"] == pytest.approx(
@@ -187,11 +175,11 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(knobs, tmp_path):
 
 
 @pytest.mark.parametrize("placement", ["input", "output", "both"])
-def test_elmo_placements_train_evaluate_and_reload(knobs, tmp_path, placement):
-    pytest.importorskip("elmo_module.allennlp_adapter")  # registers the ELMo indexer, embedder and encoder
-    knobs.setenv("ELMO", placement)
-    model, _, evaluated = _train_evaluate_reload(tmp_path)
-    assert "coref_f1" in evaluated
+def test_elmo_placements_train_evaluate_and_reload(train_task, placement):
+    model, run_dir = train_task("coref", ELMO=placement)
+    _check_reload_and_metrics(model, run_dir)
+    evaluated = evaluate_from_archive(str(run_dir / "model.tar.gz"), os.path.join(SAMPLE, "test"))
+    assert 0.0 <= evaluated["coref_f1"] <= 1.0
     elmo_dim = elmo_output_dim(TINY_OPTIONS)
     hidden, word_dim, char_dim, feature_size = 8, 8, 3 * 4, 4  # SIZE=tiny in coref.jsonnet
     token_dim = model._text_field_embedder.get_output_dim()
@@ -203,4 +191,4 @@ def test_elmo_placements_train_evaluate_and_reload(knobs, tmp_path, placement):
     span_dim = 2 * context_dim + feature_size + token_dim
     assert model._mention_feedforward._module.get_input_dim() == span_dim
     assert model._antecedent_feedforward._module.get_input_dim() == 3 * span_dim + feature_size
-    assert os.path.exists(tmp_path / "run" / "elmo_mix_weights.json")
+    assert (run_dir / "elmo_mix_weights.json").exists()

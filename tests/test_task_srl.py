@@ -10,34 +10,18 @@ import pytest
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.commands.evaluate import evaluate_from_archive
-from allennlp.commands.train import train_model_from_file
-from allennlp.models.archival import load_archive
 from allennlp_models.structured_prediction.metrics.srl_eval_scorer import DEFAULT_SRL_EVAL_PATH, SrlEvalScorer
 from allennlp_models.structured_prediction.models.srl import convert_bio_tags_to_conll_format
 
 from tasks.elmo_input_sized import elmo_output_dim
 from tasks.srl.reader import CheckedSrlReader
+from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(REPO, "jsonnet_configs", "srl.jsonnet")
-SAMPLE = os.path.join(REPO, "tasks", "srl", "sample_data")
-FORMAT_SAMPLE = "/work/shared/data/format_samples/srl_conll2012"
-TINY_OPTIONS = os.path.join(REPO, "elmo_module", "bundled", "tiny_options.json")
+SAMPLE = str(REPO_ROOT / "tasks" / "srl" / "sample_data")
+TINY_OPTIONS = str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json")
 needs_perl = pytest.mark.skipif(shutil.which("perl") is None, reason="perl is needed for srl-eval.pl")
 
 
-@pytest.fixture
-def knobs(monkeypatch, tmp_path):
-    """Tiny model on the bundled sample, caches and loggers isolated in tmp_path, run from the repo root."""
-    monkeypatch.chdir(REPO)
-    for name, value in {"SIZE": "tiny", "ELMO": "none", "NUM_EPOCHS": "2", "TRAIN_FRACTION": "1.0",
-                        "TRAIN_PATH": "", "DEV_PATH": "", "TEST_PATH": "", "GLOVE_PATH": "",
-                        "ELMO_OPTIONS": "", "ELMO_WEIGHTS": "", "CUDA_DEVICE": "-1"}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("ALLENNLP_CACHE_ROOT", "WANDB_DIR", "HF_HOME", "NLTK_DATA"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    return monkeypatch
 
 
 # --- the official scorer -----------------------------------------------------------------------------------------
@@ -99,12 +83,12 @@ def test_reader_reads_sample_tree():
     assert set(no_predicate["tags"].labels) == {"O"}
 
 
-@pytest.mark.skipif(not os.path.isdir(FORMAT_SAMPLE), reason="shared format sample absent")
 def test_reader_reads_real_format_sample_like_allennlp_models():
     from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
 
-    ours = list(CheckedSrlReader().read(FORMAT_SAMPLE))
-    theirs = list(SrlReader().read(FORMAT_SAMPLE))
+    format_sample = str(shared_data("format_samples", "srl_conll2012"))
+    ours = list(CheckedSrlReader().read(format_sample))
+    theirs = list(SrlReader().read(format_sample))
     assert len(ours) == len(theirs) > 0
     key = lambda instance: (instance["metadata"]["words"], instance["tags"].labels)  # noqa: E731
     assert sorted(map(key, ours)) == sorted(map(key, theirs))
@@ -137,6 +121,7 @@ def test_reader_accepts_the_good_lines(tmp_path):
     (2, "x 0 2 it PRP (NP*)) - - - - * (ARGX*) -", r"x\.gold_conll:4: .*found unknown label 'ARGX'"),
     (2, "x 0 2 it PRP (NP*)) - - - - * (ARG1* -", r"x\.gold_conll:6: expected span '\(ARG1\*' .* closed"),
     (2, "x 0 2 it PRP (NP*)) - - - - * *) -", r"x\.gold_conll:4: expected '\*\)' .* found no open span"),
+    (3, "x 0 3 . . *) - - - - * * -", r"x\.gold_conll:6: expected the parse bits .* balanced .* found \+1 unclosed"),
 ])
 def test_bad_input_names_file_and_line(tmp_path, line_index, bad_line, message):
     lines = list(GOOD_LINES)
@@ -157,48 +142,80 @@ def test_empty_file_and_empty_tree_are_errors(tmp_path):
         list(CheckedSrlReader().read(str(tmp_path / "no_conll")))
 
 
+# --- Hugging Face hub records (load_dataset replaced by a fake: no network in tests) -------------------------------
+
+HUB_RECORD = {"document_id": "nw/x/00/x_0001", "sentences": [
+    {"part_id": 0, "words": ["Ann", "sold", "it", "."], "coref_spans": [[3, 0, 0]],
+     "srl_frames": [{"verb": "sold", "frames": ["B-ARG0", "B-V", "B-ARG1", "O"]}]},
+    {"part_id": 0, "words": ["She", "left", "."], "coref_spans": [[3, 0, 0]], "srl_frames": []},
+    {"part_id": 1, "words": ["Bob", "ran", "."], "coref_spans": [],
+     "srl_frames": [{"verb": "ran", "frames": ["B-ARG0", "B-V", "O"]}]},
+]}
+
+
+def fake_hub(monkeypatch, records):
+    """Replaces datasets.load_dataset; returns the list of (name, config, split) it was called with."""
+    import datasets
+
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset",
+                        lambda name, config, split: calls.append((name, config, split)) or records)
+    return calls
+
+
+def test_reader_reads_hub_records(monkeypatch):
+    calls = fake_hub(monkeypatch, [HUB_RECORD])
+    instances = list(CheckedSrlReader().read("hf:ontonotes/conll2012_ontonotesv5:english_v4:validation"))
+    assert calls == [("ontonotes/conll2012_ontonotesv5", "english_v4", "validation")]
+    assert [(i["metadata"]["verb"], i["tags"].labels) for i in instances] == [
+        ("sold", ["B-ARG0", "B-V", "B-ARG1", "O"]), (None, ["O", "O", "O"]), ("ran", ["B-ARG0", "B-V", "O"])]
+
+
+def test_bad_hub_records_and_names_are_errors(monkeypatch):
+    bad = {"document_id": "d", "sentences": [dict(HUB_RECORD["sentences"][0], srl_frames=[
+        {"verb": "sold", "frames": ["B-ARG0", "B-V", "B-ARG1"]}])]}
+    fake_hub(monkeypatch, [bad])
+    with pytest.raises(ConfigurationError, match=r"hf:o/c:en:train: document d sentence 0: expected 4 SRL tags"):
+        list(CheckedSrlReader().read("hf:o/c:en:train"))
+    bad["sentences"][0]["srl_frames"] = [{"verb": "sold", "frames": ["B-ARG0", "B-V", "B-ARGX", "O"]}]
+    with pytest.raises(ConfigurationError, match=r"found unknown label 'B-ARGX'"):
+        list(CheckedSrlReader().read("hf:o/c:en:train"))
+    with pytest.raises(ConfigurationError, match=r"hf:ontonotes: expected hf:<dataset>:<config>:<split>"):
+        list(CheckedSrlReader().read("hf:ontonotes"))
+
+
 # --- train, evaluate, save/load ----------------------------------------------------------------------------------
 
-def _train_evaluate_reload(tmp_path, overrides=""):
-    serialization_dir = tmp_path / "run"
-    model = train_model_from_file(CONFIG, serialization_dir, overrides=overrides)
-    archive_path = serialization_dir / "model.tar.gz"
-    evaluated = evaluate_from_archive(str(archive_path), os.path.join(SAMPLE, "test"))
-    archive = load_archive(str(archive_path))
-    instances = list(archive.validation_dataset_reader.read(os.path.join(SAMPLE, "test")))
-    model.eval()
-    archive.model.eval()  # Model.load leaves the module in training mode (recurrent dropout on)
-    before = model.forward_on_instances(instances)
-    after = archive.model.forward_on_instances(instances)
-    for trained, reloaded in zip(before, after):
-        assert trained["tags"] == reloaded["tags"]
-        assert torch.allclose(torch.as_tensor(trained["class_probabilities"]),
-                              torch.as_tensor(reloaded["class_probabilities"]), atol=1e-6)
-    with open(serialization_dir / "metrics.json") as metrics_file:
-        metrics = json.load(metrics_file)
-    return model, metrics, evaluated
+def _check_reload_and_metrics(model, run_dir):
+    """Save -> load gives the same predictions; returns the end-of-training metrics."""
+    before, after = predictions_after_reload(model, run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"),
+                                             ["tags", "class_probabilities"])
+    for (tags, probabilities), (reloaded_tags, reloaded_probabilities) in zip(before, after):
+        assert tags == reloaded_tags
+        assert torch.allclose(torch.as_tensor(probabilities), torch.as_tensor(reloaded_probabilities), atol=1e-6)
+    return json.loads((run_dir / "metrics.json").read_text())
 
 
 @needs_perl
-def test_baseline_learns_and_evaluates_with_the_perl_f1(knobs, tmp_path):
-    knobs.setenv("NUM_EPOCHS", "30")
-    _, metrics, evaluated = _train_evaluate_reload(tmp_path, overrides='{"trainer.patience": null}')
-    with open(tmp_path / "run" / "metrics_epoch_0.json") as first:
-        first_epoch = json.load(first)
-    assert metrics["training_loss"] < 0.5 * first_epoch["training_loss"]
+def test_baseline_learns_and_evaluates_with_the_perl_f1(train_task, tmp_path):
+    model, run_dir = train_task("srl", overrides={"trainer.patience": None}, NUM_EPOCHS=30)
+    metrics = _check_reload_and_metrics(model, run_dir)
+    first_epoch = json.loads((run_dir / "metrics_epoch_0.json").read_text())
+    assert metrics["training_loss"] < 0.7 * first_epoch["training_loss"]
     assert first_epoch["validation_f1-measure-overall"] == 0.0
     assert metrics["best_validation_f1-measure-overall"] > 0.3
     # `allennlp evaluate` reports the perl scorer's F1; same model and data as the end-of-training test score.
+    evaluated = allennlp_evaluate(run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), tmp_path / "eval.json")
     assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"])
 
 
 @needs_perl
 @pytest.mark.parametrize("placement", ["input", "output", "both"])
-def test_elmo_placements_train_evaluate_and_reload(knobs, tmp_path, placement):
-    pytest.importorskip("elmo_module.allennlp_adapter")  # registers the ELMo indexer, embedder and encoder
-    knobs.setenv("ELMO", placement)
-    model, metrics, evaluated = _train_evaluate_reload(tmp_path)
-    assert "f1-measure-overall" in evaluated and 0.0 <= evaluated["f1-measure-overall"] <= 1.0
+def test_elmo_placements_train_evaluate_and_reload(train_task, placement):
+    model, run_dir = train_task("srl", ELMO=placement)
+    _check_reload_and_metrics(model, run_dir)
+    evaluated = evaluate_from_archive(str(run_dir / "model.tar.gz"), os.path.join(SAMPLE, "test"))
+    assert 0.0 <= evaluated["f1-measure-overall"] <= 1.0
     elmo_dim = elmo_output_dim(TINY_OPTIONS)
     hidden, verb_dim, word_dim = 8, 4, 8  # SIZE=tiny in srl.jsonnet
     embedded = model.text_field_embedder.get_output_dim()
@@ -210,4 +227,4 @@ def test_elmo_placements_train_evaluate_and_reload(knobs, tmp_path, placement):
     # Output ELMo sits on top of the LSTM stack: the tag projection sees [h; ELMo'] (Sec. 3.3).
     projection_in = model.tag_projection_layer._module.in_features
     assert projection_in == hidden + (elmo_dim if placement in ("output", "both") else 0)
-    assert os.path.exists(tmp_path / "run" / "elmo_mix_weights.json")
+    assert (run_dir / "elmo_mix_weights.json").exists()

@@ -5,7 +5,8 @@ directory tree of ``*_gold_conll`` files (one per source document, with its part
 or a directory tree (files in sorted order), checks every file first (``tasks.srl.conll2012_format``: one-line errors
 naming file and line instead of an IndexError from an unbalanced coreference bracket), and turns each document part
 into allennlp-models' instance: the document's words, every candidate span up to ``max_span_width`` words inside a
-sentence, and the gold cluster id of each span (-1 outside any cluster).
+sentence, and the gold cluster id of each span (-1 outside any cluster). ``hf:<dataset>:<config>:<split>`` reads the
+Hugging Face hub copy instead (``tasks.srl.hub_ontonotes``).
 """
 import collections
 import logging
@@ -17,6 +18,7 @@ from allennlp_models.common.ontonotes import Ontonotes
 from allennlp_models.coref.dataset_readers.conll import ConllCorefReader
 
 from tasks.srl.conll2012_format import check_conll2012_file, conll2012_files
+from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
 
@@ -24,16 +26,23 @@ logger = logging.getLogger(__name__)
 @DatasetReader.register("coref_conll2012")
 class CheckedCorefReader(ConllCorefReader):
     def _read(self, file_path: str) -> Iterable[Instance]:
-        ontonotes = Ontonotes()
         num_documents = 0
-        for conll_file in conll2012_files(str(file_path)):
-            check_conll2012_file(conll_file)
-            for sentences in ontonotes.dataset_document_iterator(conll_file):
-                num_documents += 1
-                yield self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
+        for sentences in _documents(str(file_path)):
+            num_documents += 1
+            yield self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
         if num_documents == 0:
             raise ConfigurationError(f"{file_path}: expected CoNLL-2012 documents, found none")
         logger.info("Read %d coreference documents from %s", num_documents, file_path)
+
+
+def _documents(path: str):
+    if is_hub_path(path):
+        yield from hub_documents(path)
+        return
+    ontonotes = Ontonotes()
+    for conll_file in conll2012_files(path):
+        check_conll2012_file(conll_file)
+        yield from ontonotes.dataset_document_iterator(conll_file)
 
 
 def _document_clusters(sentences) -> List[List[Tuple[int, int]]]:

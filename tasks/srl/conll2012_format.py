@@ -66,6 +66,7 @@ class _SentenceState:
         self.verbs_per_column = [0] * (num_columns - 1 - FIRST_ARGUMENT_COLUMN)
         self.open_coref: dict = {}
         self.parse_depth = 0
+        self.has_parse = True  # False once a row has word or POS "XX" (no parse information; the reader skips it)
 
 
 def check_conll2012_file(path: str, check_srl_labels: bool = False) -> int:
@@ -97,7 +98,7 @@ def check_conll2012_file(path: str, check_srl_labels: bool = False) -> int:
                 fail(line_number, f"expected one '(V*' predicate in argument column "
                                   f"{column + FIRST_ARGUMENT_COLUMN + 1} of the sentence starting at line "
                                   f"{sentence.first_line_number}, found {count}")
-        if sentence.parse_depth != 0:
+        if sentence.has_parse and sentence.parse_depth != 0:
             fail(line_number, f"expected the parse bits of the sentence starting at line "
                               f"{sentence.first_line_number} to have balanced brackets, found "
                               f"{sentence.parse_depth:+d} unclosed")
@@ -135,7 +136,9 @@ def _check_line(columns: List[str], sentence: _SentenceState, check_srl_labels: 
     sentence.num_words += 1
 
     parse_bit = columns[5]
-    if parse_bit.count("*") != 1:
+    if "XX" in (columns[3], columns[4]):
+        sentence.has_parse = False
+    elif parse_bit.count("*") != 1:
         fail(f"expected a parse bit with exactly one '*' in column 6, found '{parse_bit}'")
     sentence.parse_depth += parse_bit.count("(") - parse_bit.count(")")
 

@@ -3,7 +3,8 @@
 One instance per (sentence, predicate): the words, a 0/1 verb indicator and the BIO tags of that predicate's
 arguments (He et al. 2017); a sentence without predicates gives one instance with all-"O" tags, as in allennlp-models.
 What we add to allennlp-models' ``SrlReader``: every file is checked first (``conll2012_format``), files are read in
-sorted order, and a path that yields no instance is an error instead of an empty dataset.
+sorted order, a path that yields no instance is an error instead of an empty dataset, and ``hf:<dataset>:<config>:
+<split>`` reads the Hugging Face hub copy instead of a local tree (``hub_ontonotes``).
 """
 import logging
 from typing import Iterable
@@ -15,6 +16,7 @@ from allennlp_models.common.ontonotes import Ontonotes
 from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
 
 from tasks.srl.conll2012_format import check_conll2012_file, conll2012_files
+from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
 
@@ -22,21 +24,28 @@ logger = logging.getLogger(__name__)
 @DatasetReader.register("srl_conll2012")
 class CheckedSrlReader(SrlReader):
     def _read(self, file_path: str) -> Iterable[Instance]:
-        ontonotes = Ontonotes()
         num_instances = 0
-        for conll_file in conll2012_files(str(file_path)):
-            if self._domain_identifier is not None and f"/{self._domain_identifier}/" not in conll_file:
-                continue
-            check_conll2012_file(conll_file, check_srl_labels=True)
-            for sentence in ontonotes.sentence_iterator(conll_file):
-                tokens = [Token(word) for word in sentence.words]
-                if not sentence.srl_frames:
-                    num_instances += 1
-                    yield self.text_to_instance(tokens, [0] * len(tokens), ["O"] * len(tokens))
-                for _, tags in sentence.srl_frames:
-                    num_instances += 1
-                    verb_indicator = [1 if tag[-2:] == "-V" else 0 for tag in tags]
-                    yield self.text_to_instance(tokens, verb_indicator, tags)
+        for sentence in self._sentences(str(file_path)):
+            tokens = [Token(word) for word in sentence.words]
+            if not sentence.srl_frames:
+                num_instances += 1
+                yield self.text_to_instance(tokens, [0] * len(tokens), ["O"] * len(tokens))
+            for _, tags in sentence.srl_frames:
+                num_instances += 1
+                verb_indicator = [1 if tag[-2:] == "-V" else 0 for tag in tags]
+                yield self.text_to_instance(tokens, verb_indicator, tags)
         if num_instances == 0:
             raise ConfigurationError(f"{file_path}: expected SRL sentences, found none")
         logger.info("Read %d SRL instances from %s", num_instances, file_path)
+
+    def _sentences(self, path: str):
+        if is_hub_path(path):
+            for document in hub_documents(path):
+                yield from document
+            return
+        ontonotes = Ontonotes()
+        for conll_file in conll2012_files(path):
+            if self._domain_identifier is not None and f"/{self._domain_identifier}/" not in conll_file:
+                continue
+            check_conll2012_file(conll_file, check_srl_labels=True)
+            yield from ontonotes.sentence_iterator(conll_file)
