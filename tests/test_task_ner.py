@@ -122,3 +122,28 @@ def test_elmo_placement_trains_and_reloads(train_task, placement):
     for b, a in zip(before, after):
         assert b[0] == a[0]
         assert b[1] == pytest.approx(a[1], abs=1e-5)
+
+
+def test_lambda_penalty_from_the_config_pulls_mix_weights_to_uniform(train_task):
+    """Sec. 3.2: lambda * sum(w^2) enters the training loss (the config's regularizer). Starting from clearly
+    non-uniform mix weights, a large lambda pulls the softmax weights to uniform; lambda = 0 leaves them apart."""
+    overrides = {
+        "trainer.optimizer.lr": 0.1,
+        "model.initializer": {"regexes": [["mix_weights", {"type": "normal", "std": 1.0}]]},
+    }
+
+    def train(lam):
+        _, run = train_task("ner", overrides=overrides, ELMO="input", ELMO_LAMBDA=lam, NUM_EPOCHS=10)
+        (mix,) = json.loads((run / "elmo_mix_weights.json").read_text()).values()
+        epochs = [json.loads((run / f"metrics_epoch_{e}.json").read_text()) for e in (0, 9)]
+        reg_losses = [epoch.get("training_reg_loss") for epoch in epochs]  # absent when there is no penalty
+        return mix["weights"], reg_losses
+
+    free, no_penalty = train(0)
+    assert no_penalty == [None, None]
+    pulled, reg_losses = train(100)
+    free_deviation = max(abs(w - 1 / 3) for w in free)
+    pulled_deviation = max(abs(w - 1 / 3) for w in pulled)
+    assert free_deviation > 0.1
+    assert pulled_deviation < 0.04 and pulled_deviation < 0.25 * free_deviation
+    assert reg_losses[0] > 10 * reg_losses[1] > 0  # the penalty is in the loss and is driven down
