@@ -21,6 +21,7 @@ def parse_args(argv=None):
     p.add_argument("--profile", default="default", help="profile name (runner/profiles/NAME.json) or path")
     p.add_argument("--only", help="comma-separated sweep names to run (default: all of the profile's)")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--jobs", type=int, help="local executor: runs at a time (default: the profile's 'jobs', else 1)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray resources per run")
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray resources per run (sets CUDA_DEVICE=0)")
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
               f"finished, {len(todo)} to do; runs in {runs_dir}")
         caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
-        execute(jobs, args)
+        execute(jobs, args, args.jobs or int(profile.get("jobs", 1)))
 
     from runner.results import Cell, build_results
 
@@ -138,11 +139,10 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
-def execute(jobs, args) -> None:
+def execute(jobs, args, parallel: int) -> None:
     from runner.execute import run_local, run_ray
 
     state = {"done": 0, "time": 0.0, "started": time.time()}
-    parallel = 1
 
     def report(job, status):
         state["done"] += 1
@@ -158,7 +158,7 @@ def execute(jobs, args) -> None:
     if args.executor == "ray":
         run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run)
     else:
-        run_local(jobs, report, args.keep_models)
+        run_local(jobs, report, args.keep_models, parallel)
 
 
 if __name__ == "__main__":

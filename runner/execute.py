@@ -85,9 +85,18 @@ def _last_error_line(log: Path) -> str:
 Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}
 
 
-def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False) -> None:
-    for job in jobs:
-        report(job, execute_run(job["task"], job["knobs"], job["run_dir"], job["extra_env"], keep_models))
+def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
+              parallel: int = 1) -> None:
+    """Runs on this machine, ``parallel`` at a time, the CPU threads shared out between them."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    threads = str(max(1, (os.cpu_count() or 1) // parallel))
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = {pool.submit(execute_run, j["task"], j["knobs"], j["run_dir"],
+                               {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **j["extra_env"]},
+                               keep_models): j for j in jobs}
+        for future in as_completed(futures):
+            report(futures[future], future.result())
 
 
 def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
