@@ -47,8 +47,9 @@ class ProjectedLstmLayer(nn.Module):
         projection_t = self.projection.t()
         h, c = state
         outputs = []
-        for t, n in enumerate(active.tolist()):
-            gates = torch.baddbmm(bias, h[:n].expand(4, n, proj), state_weight) + pre[t, :, :n]
+        # unbind, not pre[t]: in training, indexing pre[t] would make autograd add a full-size zero gradient per step
+        for pre_t, n in zip(pre.unbind(0), active.tolist()):
+            gates = torch.baddbmm(bias, h[:n].expand(4, n, proj), state_weight) + pre_t[:, :n]
             i, j, f, o = gates.unbind(0)
             c_new = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)
             if self.cell_clip:
