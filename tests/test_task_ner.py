@@ -147,3 +147,29 @@ def test_lambda_penalty_from_the_config_pulls_mix_weights_to_uniform(train_task)
     assert free_deviation > 0.1
     assert pulled_deviation < 0.04 and pulled_deviation < 0.25 * free_deviation
     assert reg_losses[0] > 10 * reg_losses[1] > 0  # the penalty is in the loss and is driven down
+
+
+def test_hub_split_is_read_through_the_same_checks_with_iob2_converted(monkeypatch):
+    """hf://conll2003:SPLIT (online use): the hub's ClassLabel IOB2 tags become the IOB1 the reader expects."""
+    import datasets
+
+    from tasks import hub_data
+
+    names = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    tag = {name: i for i, name in enumerate(names)}
+    features = datasets.Features({
+        "tokens": datasets.Sequence(datasets.Value("string")),
+        "pos_tags": datasets.Sequence(datasets.ClassLabel(names=["NNP", "CC"])),
+        "chunk_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-NP", "I-NP"])),
+        "ner_tags": datasets.Sequence(datasets.ClassLabel(names=names)),
+    })
+    rows = {
+        "tokens": [["-DOCSTART-"], ["Paris", "Madrid", "and", "Ann", "Lee"]],
+        "pos_tags": [[0], [0, 0, 1, 0, 0]],
+        "chunk_tags": [[0], [1, 1, 0, 1, 2]],
+        "ner_tags": [[0], [tag["B-LOC"], tag["B-LOC"], tag["O"], tag["B-PER"], tag["I-PER"]]],
+    }
+    monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows, features=features))
+    (instance,) = reader().read("hf://conll2003:train")
+    # IOB2 B-LOC B-LOC O B-PER I-PER -> IOB1 I-LOC B-LOC O I-PER I-PER -> BIOUL
+    assert instance["tags"].labels == ["U-LOC", "U-LOC", "O", "B-PER", "L-PER"]

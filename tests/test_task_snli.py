@@ -79,3 +79,22 @@ def test_elmo_placement_trains_and_reloads(train_task, placement):
     before, after = predictions_after_reload(model, run / "model.tar.gz", str(SAMPLE / "dev.jsonl"), ["label_probs"])
     for b, a in zip(before, after):
         assert b[0] == pytest.approx(a[0], abs=1e-6)
+
+
+def test_hub_split_is_read_through_the_same_checks(monkeypatch):
+    """hf://snli:SPLIT (online use): ClassLabel ids become label names; -1 (no majority) is dropped."""
+    import datasets
+
+    from tasks import hub_data
+
+    features = datasets.Features({
+        "premise": datasets.Value("string"),
+        "hypothesis": datasets.Value("string"),
+        "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+    })
+    rows = {"premise": ["A dog runs.", "A dog runs.", "A cat sits."],
+            "hypothesis": ["An animal moves.", "It is late.", "A cat stands."],
+            "label": [0, -1, 2]}
+    monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows, features=features))
+    instances = list(reader().read("hf://snli:validation"))
+    assert [i["label"].label for i in instances] == ["entailment", "contradiction"]

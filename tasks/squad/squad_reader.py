@@ -4,16 +4,19 @@ Tokenisation, span alignment and fields are allennlp-models' ``squad`` reader (v
 Its own loop would fail with a bare JSONDecodeError/KeyError on a malformed file and read an empty one silently,
 so this subclass walks the JSON itself, checking each record, and raises a one-line error naming the file and the
 key path (data[i].paragraphs[j].qas[k]...) of the bad record. It also checks that each answer's text is found at
-answer_start in the context, as the official data guarantees.
+answer_start in the context, as the official data guarantees. A path ``hf://squad:validation`` reads the hub's copy,
+regrouped into the official layout (tasks/hub_data.py).
 """
 import json
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.tokenizers import Tokenizer
 from allennlp_models.rc.dataset_readers.squad import SquadReader
 
+from tasks import hub_data
+from tasks.hub_data import is_hub_path
 from tasks.line_errors import empty_file_error, input_error
 
 
@@ -22,6 +25,34 @@ def _require(file_path, where: str, record, key: str, kind):
         found = record.get(key) if isinstance(record, dict) else record
         raise input_error(file_path, where, f"'{key}' ({kind.__name__})", repr(found))
     return record[key]
+
+
+def file_document(file_path) -> dict:
+    with open(cached_path(file_path), encoding="utf-8") as dataset_file:
+        text = dataset_file.read()
+    if not text.strip():
+        raise empty_file_error(file_path, "a SQuAD JSON document")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise input_error(file_path, error.lineno, "valid JSON", f"invalid JSON ({error.msg})")
+
+
+def hub_document(path) -> dict:
+    """A hub SQuAD split (hf://squad:validation; one record per question) regrouped into the official JSON layout."""
+    articles: List[dict] = []
+    for record in hub_data.load_hub_split(path):
+        if not articles or articles[-1]["title"] != record["title"]:
+            articles.append({"title": record["title"], "paragraphs": []})
+        paragraphs = articles[-1]["paragraphs"]
+        if not paragraphs or paragraphs[-1]["context"] != record["context"]:
+            paragraphs.append({"context": record["context"], "qas": []})
+        answers = [
+            {"text": text, "answer_start": start}
+            for text, start in zip(record["answers"]["text"], record["answers"]["answer_start"])
+        ]
+        paragraphs[-1]["qas"].append({"id": record["id"], "question": record["question"], "answers": answers})
+    return {"data": articles}
 
 
 @DatasetReader.register("squad1_checked")
@@ -44,14 +75,7 @@ class CheckedSquad1Reader(SquadReader):
         )
 
     def _read(self, file_path) -> Iterable[Instance]:
-        with open(cached_path(file_path), encoding="utf-8") as dataset_file:
-            text = dataset_file.read()
-        if not text.strip():
-            raise empty_file_error(file_path, "a SQuAD JSON document")
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise input_error(file_path, error.lineno, "valid JSON", f"invalid JSON ({error.msg})")
+        document = hub_document(file_path) if is_hub_path(file_path) else file_document(file_path)
         articles = _require(file_path, "top level", document, "data", list)
         found_any = False
         for i, article in enumerate(articles):

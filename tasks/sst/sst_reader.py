@@ -2,7 +2,8 @@
 
 allennlp-models' ``sst_tokens`` reader parses each PTB-format tree with nltk; a malformed tree fails with nltk's
 ValueError (no file or line), a label outside 0-4 is read as a new class, an empty file is read silently. This
-subclass checks each line and raises a one-line error naming the file and line.
+subclass checks each line and raises a one-line error naming the file and line. A path ``hf://sst:ptb:train``
+reads the hub's PTB trees instead (tasks/hub_data.py).
 """
 from typing import Iterable
 
@@ -13,30 +14,41 @@ from allennlp_models.classification.dataset_readers.stanford_sentiment_tree_bank
 )
 from nltk.tree import Tree
 
+from tasks import hub_data
+from tasks.hub_data import is_hub_path
 from tasks.line_errors import empty_file_error, input_error
 
 SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
 
 
+def tree_lines(file_path: str):
+    """(line number, tree string) per line of a file, or (record index, ptb_tree) of a hub split (hf://sst:ptb:train)."""
+    if is_hub_path(file_path):
+        for index, record in enumerate(hub_data.load_hub_split(file_path)):
+            yield f"record {index}", record["ptb_tree"]
+        return
+    with open(cached_path(file_path), encoding="utf-8") as data_file:
+        yield from enumerate(data_file, start=1)
+
+
 def read_sst_trees(file_path: str):
     """Yields (line number, tree) for every non-blank line, checking the tree and all its node labels."""
     found_any = False
-    with open(cached_path(file_path), encoding="utf-8") as data_file:
-        for line_number, line in enumerate(data_file, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                tree = Tree.fromstring(line)
-            except ValueError as error:
-                raise input_error(file_path, line_number, "a PTB-format tree", f"unparseable ({error})")
-            for subtree in tree.subtrees():
-                if subtree.label() not in SST_LABELS:
-                    raise input_error(file_path, line_number, f"node labels in {SST_LABELS}", subtree.label())
-            if not tree.leaves() or any(not isinstance(leaf, str) for leaf in tree.leaves()):
-                raise input_error(file_path, line_number, "a tree with words at its leaves", line)
-            found_any = True
-            yield line_number, tree
+    for where, line in tree_lines(file_path):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            tree = Tree.fromstring(line)
+        except ValueError as error:
+            raise input_error(file_path, where, "a PTB-format tree", f"unparseable ({error})")
+        for subtree in tree.subtrees():
+            if subtree.label() not in SST_LABELS:
+                raise input_error(file_path, where, f"node labels in {SST_LABELS}", subtree.label())
+        if not tree.leaves() or any(not isinstance(leaf, str) for leaf in tree.leaves()):
+            raise input_error(file_path, where, "a tree with words at its leaves", line)
+        found_any = True
+        yield where, tree
     if not found_any:
         raise empty_file_error(file_path, "sentiment trees")
 

@@ -1,0 +1,36 @@
+"""Task data from the Hugging Face hub (through `datasets`) when a user is online, as an alternative to local files.
+
+A data path ``hf://NAME:SPLIT`` or ``hf://NAME:CONFIG:SPLIT`` (e.g. ``hf://conll2003:train``, ``hf://snli:validation``,
+``hf://squad:validation``, ``hf://sst:ptb:train``) makes a task reader load that split with
+``datasets.load_dataset`` and convert its records to the task's file format, so they go through the same checks.
+Offline (as on the project's machines) such a path fails in ``datasets`` with its own error.
+"""
+from typing import List, Optional, Tuple
+
+HUB_PREFIX = "hf://"
+
+
+def is_hub_path(path) -> bool:
+    return str(path).startswith(HUB_PREFIX)
+
+
+def parse_hub_path(path: str) -> Tuple[str, Optional[str], str]:
+    parts = str(path)[len(HUB_PREFIX):].split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ValueError(f"{path}: expected hf://NAME:SPLIT or hf://NAME:CONFIG:SPLIT")
+    return parts[0], (parts[1] if len(parts) == 3 else None), parts[-1]
+
+
+def load_hub_split(path: str):
+    """The `datasets.Dataset` that ``path`` names (downloads unless cached)."""
+    import datasets
+
+    name, config, split = parse_hub_path(path)
+    return datasets.load_dataset(name, config, split=split)
+
+
+def label_names(dataset, column: str) -> Optional[List[str]]:
+    """The names of a ClassLabel column (or of a sequence of ClassLabels), else None."""
+    feature = dataset.features[column]
+    feature = getattr(feature, "feature", feature)
+    return list(feature.names) if hasattr(feature, "names") else None
