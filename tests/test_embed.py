@@ -1,0 +1,129 @@
+"""``python -m elmo_module embed``: layout, batching order, layers choice, bad input."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+import torch
+
+from elmo_module import batch_to_ids, load_bilm
+from elmo_module.__main__ import main
+from tests.elmo_fixtures import SENTENCES, write_random_elmo
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def elmo_files(tmp_path):
+    return write_random_elmo(tmp_path, seed=31)
+
+
+def write_lines(path, lines):
+    path.write_text("".join(" ".join(s) + "\n" for s in lines), encoding="utf-8")
+    return path
+
+
+def test_embed_all_layers_in_file_order_with_state_carried(tmp_path, elmo_files):
+    lines = SENTENCES + [[]] + SENTENCES[:2]  # an empty line in the middle
+    source = write_lines(tmp_path / "in.txt", lines)
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input", str(source),
+                 "--output", str(out), "--batch-size", "3"]) == 0
+    bilm = load_bilm(*elmo_files, stateful=True)  # the same batches, in file order, state carried row by row
+    expected = {}
+    with torch.no_grad():
+        for start in range(0, len(lines), 3):
+            batch = lines[start:start + 3]
+            layers = torch.stack(bilm(batch_to_ids(batch)).layers, dim=1)
+            for row, sentence in enumerate(batch):
+                expected[str(start + row)] = layers[row, :, :len(sentence)].numpy()
+    with h5py.File(out) as f:
+        assert set(f) == set(expected) | {"sentence_to_index"}
+        for key, value in expected.items():
+            assert f[key].shape == value.shape
+            assert (abs(f[key][...] - value) <= 1e-6).all()
+        assert f[str(len(SENTENCES))].shape == (3, 0, 16)  # the empty line
+        index = json.loads(f["sentence_to_index"][0])
+        assert index["The cat sat ."] == str(len(SENTENCES) + 1)  # a repeated sentence maps to its last line
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("layers", ["top", "average"])
+def test_embed_top_and_average(tmp_path, elmo_files, layers):
+    source = write_lines(tmp_path / "in.txt", SENTENCES[:3])
+    out = tmp_path / "out.hdf5"
+    main(["embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input", str(source),
+          "--output", str(out), "--layers", layers, "--stateless"])
+    bilm = load_bilm(*elmo_files, stateful=False)
+    with torch.no_grad():
+        full = torch.stack(bilm(batch_to_ids(SENTENCES[:3])).layers, dim=1)
+    with h5py.File(out) as f:
+        for row, sentence in enumerate(SENTENCES[:3]):
+            want = full[row, :, :len(sentence)]
+            want = want[-1] if layers == "top" else want.mean(dim=0)
+            torch.testing.assert_close(torch.from_numpy(f[str(row)][...]), want, atol=1e-6, rtol=0)
+
+
+def run_cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "elmo_module", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def test_invalid_utf8_line_is_a_one_line_error_and_nothing_is_written(tmp_path, elmo_files):
+    source = tmp_path / "bad.txt"
+    source.write_bytes(b"fine line\nanother\nbad \xff byte\n")
+    out = tmp_path / "out.hdf5"
+    done = run_cli("embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input",
+                   str(source), "--output", str(out))
+    assert done.returncode == 2
+    errors = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    assert errors == [f"error: {source} line 3: not valid UTF-8 (byte 0xff at column 5)"]
+    assert "Traceback" not in done.stderr
+    assert not out.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_bad_weight_files_are_named(tmp_path, elmo_files):
+    source = write_lines(tmp_path / "in.txt", SENTENCES[:1])
+    done = run_cli("embed", "--options", str(elmo_files[0]), "--weights", str(source), "--input", str(source),
+                   "--output", str(tmp_path / "o.hdf5"))
+    assert done.returncode == 2 and "is not a readable HDF5 file" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("embed", "--options", str(tmp_path / "missing.json"), "--weights", str(elmo_files[1]),
+                   "--input", str(source), "--output", str(tmp_path / "o.hdf5"))
+    assert done.returncode == 2 and "missing.json' does not exist" in done.stderr
+
+
+def test_interrupted_embed_leaves_no_output(tmp_path, elmo_files, monkeypatch):
+    source = write_lines(tmp_path / "in.txt", SENTENCES)
+    import elmo_module.embed as embed
+
+    calls = []
+
+    def failing_batch_to_ids(batch, max_chars):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return batch_to_ids(batch, max_chars)
+
+    monkeypatch.setattr(embed, "batch_to_ids", failing_batch_to_ids)
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input", str(source),
+                 "--output", str(out), "--batch-size", "2"]) == 130
+    assert not out.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_indexer_matches_allennlp_elmo_characters():
+    from allennlp.data import Token, Vocabulary
+    from allennlp.data.token_indexers import ELMoTokenCharactersIndexer
+
+    from elmo_module.allennlp_adapter import ElmoCharactersIndexer
+
+    tokens = [Token(t) for t in SENTENCES[1] + SENTENCES[3]]
+    ours = ElmoCharactersIndexer().tokens_to_indices(tokens, Vocabulary())
+    theirs = ELMoTokenCharactersIndexer().tokens_to_indices(tokens, Vocabulary())
+    assert ours["elmo_tokens"] == theirs["elmo_tokens"]
+    padded = ElmoCharactersIndexer().as_padded_tensor_dict(ours, {"elmo_tokens": len(tokens) + 2})
+    assert padded["elmo_tokens"].shape == (len(tokens) + 2, 50) and not padded["elmo_tokens"][-2:].any()
