@@ -44,7 +44,7 @@ elmo.experiment(reader,
             conv_layer_activation: 'relu',
           },
         },
-      }, dropout=0.5),
+      }, dropout=0.0),  // ner_elmo: 0; crf_tagger's dropout 0.5 on the whole embedding covers ELMo
     },
     encoder: elmo.output_encoder(elmo.input_sized({
       type: 'lstm',

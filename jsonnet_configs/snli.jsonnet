@@ -22,7 +22,8 @@ elmo.experiment(reader,
   model: {
     type: 'esim_sized',
     dropout: 0.5,
-    text_field_embedder: { token_embedders: elmo.embedders({ tokens: word_embedding }, dropout=0.5) },
+    // ELMo dropout 0 as esim_elmo: ESIM's variational dropout 0.5 on the embeddings covers it.
+    text_field_embedder: { token_embedders: elmo.embedders({ tokens: word_embedding }, dropout=0.0) },
     encoder: elmo.output_encoder(elmo.input_sized(
       { type: 'lstm', hidden_size: hidden, num_layers: 1, bidirectional: true }, word_embedding.embedding_dim)),
     matrix_attention: { type: 'dot_product' },
