@@ -113,3 +113,24 @@ def test_subsample_keeps_at_least_one_and_rejects_bad_fractions():
     assert len(list(tiny.read(str(REPO_ROOT / "tasks/ner/sample_data/train.txt")))) == 1
     with pytest.raises(ConfigurationError, match="fraction must be in"):
         RandomSubsampleReader(CheckedConll2003Reader(), fraction=0.0)
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+@pytest.mark.parametrize("size", ["paper", "small"])
+def test_paper_and_small_sizes_build_with_elmo_at_both(knobs, task, size):
+    vocab = sample_vocabulary(task)
+    knobs(ELMO="both", SIZE=size)
+    model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) > 0
+
+
+def test_glove_path_gives_pretrained_word_vectors(knobs, tmp_path):
+    glove = tmp_path / "glove.txt"
+    lisbon = [0.5] * 50
+    glove.write_text("lisbon " + " ".join(map(str, lisbon)) + "\noslo " + " ".join(["-1.0"] * 50) + "\n")
+    knobs(GLOVE_PATH=str(glove))
+    vocab = sample_vocabulary("ner")
+    model = Model.from_params(vocab=vocab, params=config_params("ner").pop("model"))
+    weights = model.text_field_embedder.token_embedder_tokens.weight
+    assert weights[vocab.get_token_index("lisbon", "tokens")].tolist() == lisbon
+    assert weights[vocab.get_token_index("oslo", "tokens")].tolist() == [-1.0] * 50
