@@ -53,7 +53,7 @@ def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, max_span_len
     allowed = (span_length >= 0) & (span_length < max_span_length)
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     flat = scores.view(scores.size(0), -1).argmax(-1)
-    return torch.stack([flat // length, flat % length], dim=-1)
+    return torch.stack([torch.div(flat, length, rounding_mode="floor"), flat % length], dim=-1)
 
 
 @Model.register("bidaf_self_attention")
