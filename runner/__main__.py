@@ -10,6 +10,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from runner.spec import REPO, SpecError, expand_cells, load_profile, load_sweeps, missing_inputs, unique_runs
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
         execute(jobs, args, args.jobs or int(profile.get("jobs", 1)))
 
-    from runner.results import Cell, build_results
+    from runner.results import build_results
 
     provenance = {
         "command": " ".join([os.path.basename(sys.executable), "-m", "runner", *(argv or sys.argv[1:])]),
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
                                      for r in runs if (run_dir[r] / "result.json").is_file()), 1),
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
-    result_cells = [Cell(c.sweep, c.task, c.column, c.x, c.seed, run_dir[c.run]) for c in cells]
+    result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
     summary = build_results(sweeps, result_cells, paper, results_dir, provenance)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [c for c in result_cells if (c.run_dir / "failed.json").is_file()]

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -19,18 +18,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from runner.spec import Cell  # noqa: E402,F401  (the cells the runner hands over; re-exported for callers)
+
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 
-
-@dataclass(frozen=True)
-class Cell:
-    """One planned run of a sweep, as the runner hands it over."""
-    sweep: str
-    task: str
-    column: str
-    x: Optional[str]
-    seed: int
-    run_dir: Path
 
 
 def write_atomic(path: Path, data) -> None:

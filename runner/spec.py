@@ -48,12 +48,14 @@ class Run:
 
 @dataclass(frozen=True)
 class Cell:
+    """One planned run of a sweep: the run that fills it and, once the runner placed it, its directory."""
     sweep: str
     task: str
     column: str
     x: Optional[str]
     seed: int
-    run: Run
+    run_dir: Optional[Path] = None
+    run: Optional[Run] = None
 
 
 def _load_json(path: Path, what: str) -> dict:
@@ -141,7 +143,7 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
                         where = f"sweep '{sweep['name']}', column '{column['label']}'"
                         knobs = run_knobs(profile, task, settings, where)
                         run = Run(task, tuple(sorted(knobs.items())))
-                        cells.append(Cell(sweep["name"], task, column["label"], x, seed, run))
+                        cells.append(Cell(sweep["name"], task, column["label"], x, seed, run=run))
     return cells
 
 
