@@ -40,6 +40,7 @@ local orDefault(value, default) = if value == '' then default else value;
     size: size,
     num_epochs: knob('NUM_EPOCHS'),
     cuda_device: number('CUDA_DEVICE'),
+    wandb: knob('WANDB') == 'true',
   },
 
   use_elmo: placement != 'none',
@@ -121,10 +122,10 @@ local orDefault(value, default) = if value == '' then default else value;
   // Model fields every task model gets (merge into the model object).
   model_common: if self.regularizer != null then { regularizer: $.regularizer } else {},
 
-  // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on.
+  // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true.
   callbacks: (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
              + (if knob('WANDB') == 'true' then [$.wandb_callback] else []),
-  // allennlp's wandb callback (works with WANDB_MODE=offline); add it to callbacks where a run should log there.
+  // allennlp's wandb callback (works with WANDB_MODE=offline).
   wandb_callback: { type: 'wandb', summary_interval: 10, should_log_parameter_statistics: false },
 
   // The trainer parts that every task shares, merged under the task's own trainer settings.

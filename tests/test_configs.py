@@ -77,6 +77,14 @@ def test_knobs_reach_trainer_seeds_and_embeddings(knobs):
     assert params["dataset_reader"]["token_indexers"]["elmo_module"] == {"type": "elmo_module_characters"}
 
 
+def test_wandb_and_activation_cache_knobs(knobs):
+    assert {"type": "wandb"} not in [{"type": c["type"]} for c in config_params("snli").as_dict()["trainer"]["callbacks"]]
+    knobs(WANDB="true", ELMO="both", ELMO_CACHE="/tmp/activations")
+    params = config_params("snli").as_dict()
+    assert [c["type"] for c in params["trainer"]["callbacks"]] == ["elmo_mix_weights", "wandb"]
+    assert params["model"]["text_field_embedder"]["token_embedders"]["elmo_module"]["cache_dir"] == "/tmp/activations"
+
+
 def test_data_path_knobs_replace_the_bundled_samples(knobs):
     assert config_params("ner")["train_data_path"] == "tasks/ner/sample_data/train.txt"
     knobs(TRAIN_PATH="/data/eng.train", DEV_PATH="/data/eng.testa", TEST_PATH="/data/eng.testb")
