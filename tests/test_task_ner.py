@@ -78,6 +78,7 @@ def test_span_f1_follows_conlleval_chunk_rules_on_iob1():
         ("EU NNP I-NP I-ORG\nrejects VBZ I-VP\n", "line 2: expected 4 columns"),
         ("EU NNP I-NP I-ORG\nrejects VBZ I-VP I-VERB\n", "line 2: expected an IOB1 NER tag"),
         ("EU NNP I-NP I-ORG\nrejects VBZ I-VP U-PER\n", "found 'U-PER'"),
+        ("EU NNP I-NP I-ORG\nrejects VBZ VP O\n", "line 2: expected an IOB1 chunk tag"),
         ("", "found none (empty file)"),
         ("-DOCSTART- -X- -X- O\n\n", "found none (empty file)"),
     ],

@@ -20,11 +20,14 @@ from tasks.hub_data import is_hub_path
 from tasks.line_errors import empty_file_error, input_error
 
 NER_TAG = re.compile(r"^(O|[IB]-(PER|LOC|ORG|MISC))$")
+CHUNK_TAG = re.compile(r"^(O|[IB]-[A-Z]+)$")  # converted to BIOUL too, so it must be IOB1-shaped
 
 
 def check_columns(file_path, where, columns) -> None:
     if len(columns) != 4:
         raise input_error(file_path, where, "4 columns (token POS chunk NER)", f"{len(columns)}: {' '.join(columns)!r}")
+    if not CHUNK_TAG.match(columns[2]):
+        raise input_error(file_path, where, "an IOB1 chunk tag (O, I-X, B-X)", repr(columns[2]))
     if not NER_TAG.match(columns[3]):
         raise input_error(file_path, where, "an IOB1 NER tag (O, I-/B- of PER LOC ORG MISC)", repr(columns[3]))
 
