@@ -35,7 +35,7 @@ elmo.experiment(reader,
         tokens: word_embedding,
         token_characters: {
           type: 'character_encoding',
-          embedding: { embedding_dim: char_embedding_dim },
+          embedding: { embedding_dim: char_embedding_dim , vocab_namespace: 'token_characters' },
           encoder: {
             type: 'cnn',
             embedding_dim: char_embedding_dim,

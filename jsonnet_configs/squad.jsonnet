@@ -33,7 +33,7 @@ elmo.experiment(reader(true),
         tokens: word_embedding,
         token_characters: {
           type: 'character_encoding',
-          embedding: { embedding_dim: char_dim },
+          embedding: { embedding_dim: char_dim , vocab_namespace: 'token_characters' },
           encoder: { type: 'cnn', embedding_dim: char_dim, num_filters: char_filters, ngram_filter_sizes: [5] },
         },
       }, dropout=0.5),
