@@ -1,13 +1,14 @@
 """Task data from the Hugging Face hub (through `datasets`) when a user is online, as an alternative to local files.
 
-A data path ``hf://NAME:SPLIT`` or ``hf://NAME:CONFIG:SPLIT`` (e.g. ``hf://conll2003:train``, ``hf://snli:validation``,
-``hf://squad:validation``, ``hf://sst:ptb:train``) makes a task reader load that split with
+A data path ``hf:NAME:SPLIT`` or ``hf:NAME:CONFIG:SPLIT`` (e.g. ``hf:conll2003:train``, ``hf:snli:validation``,
+``hf:squad:validation``, ``hf:sst:ptb:train``; the SRL/coref readers use the same ``hf:`` form; ``hf://NAME...``
+is accepted too) makes a task reader load that split with
 ``datasets.load_dataset`` and convert its records to the task's file format, so they go through the same checks.
 Offline (as on the project's machines) such a path fails in ``datasets`` with its own error.
 """
 from typing import List, Optional, Tuple
 
-HUB_PREFIX = "hf://"
+HUB_PREFIX = "hf:"
 
 
 def is_hub_path(path) -> bool:
@@ -15,9 +16,9 @@ def is_hub_path(path) -> bool:
 
 
 def parse_hub_path(path: str) -> Tuple[str, Optional[str], str]:
-    parts = str(path)[len(HUB_PREFIX):].split(":")
+    parts = str(path)[len(HUB_PREFIX):].lstrip("/").split(":")
     if len(parts) not in (2, 3) or not all(parts):
-        raise ValueError(f"{path}: expected hf://NAME:SPLIT or hf://NAME:CONFIG:SPLIT")
+        raise ValueError(f"{path}: expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT")
     return parts[0], (parts[1] if len(parts) == 3 else None), parts[-1]
 
 

@@ -153,7 +153,7 @@ def test_lambda_penalty_from_the_config_pulls_mix_weights_to_uniform(train_task)
 
 
 def test_hub_split_is_read_through_the_same_checks_with_iob2_converted(monkeypatch):
-    """hf://conll2003:SPLIT (online use): the hub's ClassLabel IOB2 tags become the IOB1 the reader expects."""
+    """hf:conll2003:SPLIT (online use): the hub's ClassLabel IOB2 tags become the IOB1 the reader expects."""
     import datasets
 
     from tasks import hub_data
@@ -173,6 +173,6 @@ def test_hub_split_is_read_through_the_same_checks_with_iob2_converted(monkeypat
         "ner_tags": [[0], [tag["B-LOC"], tag["B-LOC"], tag["O"], tag["B-PER"], tag["I-PER"]]],
     }
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows, features=features))
-    (instance,) = reader().read("hf://conll2003:train")
+    (instance,) = reader().read("hf:conll2003:train")
     # IOB2 B-LOC B-LOC O B-PER I-PER -> IOB1 I-LOC B-LOC O I-PER I-PER -> BIOUL
     assert instance["tags"].labels == ["U-LOC", "U-LOC", "O", "B-PER", "L-PER"]

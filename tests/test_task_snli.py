@@ -82,7 +82,7 @@ def test_elmo_placement_trains_and_reloads(train_task, placement):
 
 
 def test_hub_split_is_read_through_the_same_checks(monkeypatch):
-    """hf://snli:SPLIT (online use): ClassLabel ids become label names; -1 (no majority) is dropped."""
+    """hf:snli:SPLIT (online use): ClassLabel ids become label names; -1 (no majority) is dropped."""
     import datasets
 
     from tasks import hub_data
@@ -96,5 +96,5 @@ def test_hub_split_is_read_through_the_same_checks(monkeypatch):
             "hypothesis": ["An animal moves.", "It is late.", "A cat stands."],
             "label": [0, -1, 2]}
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows, features=features))
-    instances = list(reader().read("hf://snli:validation"))
+    instances = list(reader().read("hf:snli:validation"))
     assert [i["label"].label for i in instances] == ["entailment", "contradiction"]

@@ -122,7 +122,7 @@ def test_elmo_placement_trains_and_reloads(train_task, placement):
 
 
 def test_hub_split_is_regrouped_into_paragraphs_and_checked(monkeypatch):
-    """hf://squad:SPLIT (online use): one record per question, regrouped by title and context."""
+    """hf:squad:SPLIT (online use): one record per question, regrouped by title and context."""
     import datasets
 
     from tasks import hub_data
@@ -136,8 +136,8 @@ def test_hub_split_is_regrouped_into_paragraphs_and_checked(monkeypatch):
         "answers": [{"text": ["Oslo"], "answer_start": [0]}, {"text": ["in winter", "winter"], "answer_start": [13, 16]}],
     }
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows))
-    instances = list(reader().read("hf://squad:validation"))
+    instances = list(reader().read("hf:squad:validation"))
     assert [i["metadata"].metadata["answer_texts"] for i in instances] == [["Oslo"], ["in winter", "winter"]]
     rows["answers"][1]["answer_start"] = [12, 16]
     with pytest.raises(ConfigurationError, match="data\\[0\\].paragraphs\\[0\\].qas\\[1\\].answers\\[0\\]"):
-        list(reader().read("hf://squad:validation"))
+        list(reader().read("hf:squad:validation"))

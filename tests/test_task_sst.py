@@ -71,14 +71,14 @@ def test_elmo_placement_trains_and_reloads(train_task, placement):
 
 
 def test_hub_split_is_read_through_the_same_checks(monkeypatch):
-    """hf://sst:ptb:SPLIT (online use): the hub's ptb_tree strings go through the same tree checks."""
+    """hf:sst:ptb:SPLIT (online use): the hub's ptb_tree strings go through the same tree checks."""
     import datasets
 
     from tasks import hub_data
 
     rows = {"ptb_tree": ["(3 (2 A) (3 good))", "(9 (2 A) (2 film))"]}
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows))
-    with pytest.raises(ConfigurationError, match="hf://sst:ptb:train: record 1: expected node labels in"):
-        list(CheckedSstReader().read("hf://sst:ptb:train"))
+    with pytest.raises(ConfigurationError, match="hf:sst:ptb:train: record 1: expected node labels in"):
+        list(CheckedSstReader().read("hf:sst:ptb:train"))
     rows["ptb_tree"].pop()
-    assert [i["label"].label for i in CheckedSstReader().read("hf://sst:ptb:train")] == ["3"]
+    assert [i["label"].label for i in CheckedSstReader().read("hf:sst:ptb:train")] == ["3"]

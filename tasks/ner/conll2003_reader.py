@@ -4,7 +4,7 @@ allennlp's ``conll2003`` reader does the work (IOB1 in, BIOUL out as in allennlp
 subclass first checks every line -- four whitespace-separated columns, an NER tag that is ``O`` or ``I-``/``B-`` of
 PER, LOC, ORG, MISC -- and that the file holds at least one sentence, and raises a one-line error naming the file
 and line otherwise (the parent would fail deep inside zip/unpacking, or silently read nothing). A path
-``hf://conll2003:train`` reads the hub's copy instead (IOB2 tags, converted to IOB1; see tasks/hub_data.py).
+``hf:conll2003:train`` reads the hub's copy instead (IOB2 tags, converted to IOB1; see tasks/hub_data.py).
 """
 import itertools
 import re
@@ -66,7 +66,7 @@ def iob2_to_iob1(tags: List[str]) -> List[str]:
 
 
 def hub_sentences(path: str):
-    """Sentences of a hub CoNLL-2003 split (hf://conll2003:train): tags are ClassLabel ids; NER and chunk tags
+    """Sentences of a hub CoNLL-2003 split (hf:conll2003:train): tags are ClassLabel ids; NER and chunk tags
     there are IOB2 and are converted to the files' IOB1."""
     dataset = hub_data.load_hub_split(path)
     names = {column: hub_data.label_names(dataset, column) for column in ("pos_tags", "chunk_tags", "ner_tags")}

@@ -3,7 +3,7 @@
 allennlp-models' ``snli`` reader drops pairs whose gold label is "-" (no annotator majority), as the standard SNLI
 setup does; it would fail with a bare JSONDecodeError/KeyError on a malformed record, accept any label string, and
 read an empty file silently. This subclass checks each jsonl record and raises a one-line error naming the file and
-line, then hands the record to the parent's ``text_to_instance``. A path ``hf://snli:train`` reads the hub's copy
+line, then hands the record to the parent's ``text_to_instance``. A path ``hf:snli:train`` reads the hub's copy
 instead (tasks/hub_data.py).
 """
 import json
@@ -37,7 +37,7 @@ def file_records(file_path):
 
 
 def hub_records(path):
-    """Records of a hub SNLI split (hf://snli:train): premise, hypothesis, ClassLabel label (-1 = no majority)."""
+    """Records of a hub SNLI split (hf:snli:train): premise, hypothesis, ClassLabel label (-1 = no majority)."""
     dataset = hub_data.load_hub_split(path)
     names = hub_data.label_names(dataset, "label") or list(SNLI_LABELS)
     for index, record in enumerate(dataset):

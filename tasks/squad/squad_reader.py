@@ -4,7 +4,7 @@ Tokenisation, span alignment and fields are allennlp-models' ``squad`` reader (v
 Its own loop would fail with a bare JSONDecodeError/KeyError on a malformed file and read an empty one silently,
 so this subclass walks the JSON itself, checking each record, and raises a one-line error naming the file and the
 key path (data[i].paragraphs[j].qas[k]...) of the bad record. It also checks that each answer's text is found at
-answer_start in the context, as the official data guarantees. A path ``hf://squad:validation`` reads the hub's copy,
+answer_start in the context, as the official data guarantees. A path ``hf:squad:validation`` reads the hub's copy,
 regrouped into the official layout (tasks/hub_data.py).
 """
 import json
@@ -39,7 +39,7 @@ def file_document(file_path) -> dict:
 
 
 def hub_document(path) -> dict:
-    """A hub SQuAD split (hf://squad:validation; one record per question) regrouped into the official JSON layout."""
+    """A hub SQuAD split (hf:squad:validation; one record per question) regrouped into the official JSON layout."""
     articles: List[dict] = []
     for record in hub_data.load_hub_split(path):
         if not articles or articles[-1]["title"] != record["title"]:

@@ -2,7 +2,7 @@
 
 allennlp-models' ``sst_tokens`` reader parses each PTB-format tree with nltk; a malformed tree fails with nltk's
 ValueError (no file or line), a label outside 0-4 is read as a new class, an empty file is read silently. This
-subclass checks each line and raises a one-line error naming the file and line. A path ``hf://sst:ptb:train``
+subclass checks each line and raises a one-line error naming the file and line. A path ``hf:sst:ptb:train``
 reads the hub's PTB trees instead (tasks/hub_data.py).
 """
 from typing import Iterable
@@ -22,7 +22,7 @@ SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
 
 
 def tree_lines(file_path: str):
-    """(line number, tree string) per line of a file, or (record index, ptb_tree) of a hub split (hf://sst:ptb:train)."""
+    """(line number, tree string) per line of a file, or (record index, ptb_tree) of a hub split (hf:sst:ptb:train)."""
     if is_hub_path(file_path):
         for index, record in enumerate(hub_data.load_hub_split(file_path)):
             yield f"record {index}", record["ptb_tree"]
