@@ -7,8 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup_env.sh
-mkdir -p cache/nltk/tokenizers/punkt  # silences allennlp_models' nltk download attempt (no network needed)
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NLTK_DATA="${NLTK_DATA:-$PWD/cache/nltk}" \
-  WANDB_MODE="${WANDB_MODE:-offline}" HF_HOME="${HF_HOME:-$PWD/cache/hf}" \
-  ALLENNLP_CACHE_ROOT="${ALLENNLP_CACHE_ROOT:-$PWD/cache/allennlp}" TOKENIZERS_PARALLELISM=false
+source ./env.sh
 exec .venv/bin/python -m runner "$@"
