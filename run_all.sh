@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./setup_env.sh
 source ./env.sh
-exec .venv/bin/python -m runner "$@"
+ELMO_MAIN_COMMAND=./run_all.sh exec .venv/bin/python -m runner "$@"

@@ -88,10 +88,11 @@ def main(argv=None) -> int:
     from runner.results import build_results
 
     provenance = {
-        "command": " ".join([os.path.basename(sys.executable), "-m", "runner", *(argv or sys.argv[1:])]),
+        "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(argv or sys.argv[1:])]),
         "profile": str(profile_path.relative_to(REPO) if profile_path.is_relative_to(REPO) else profile_path),
         "description": profile.get("description", ""),
-        "data": {r.task: {k: r.knob_dict[k] for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs},
+        "data": {r.task: {k: r.knob_dict[k] or f"bundled sample (tasks/{r.task}/sample_data)"
+                          for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs},
         "weights": sorted({f"{r.knob_dict['ELMO_OPTIONS'] or 'bundled tiny'} + {r.knob_dict['ELMO_WEIGHTS'] or 'bundled tiny'}"
                            for r in runs if r.uses_elmo}),
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
