@@ -80,6 +80,16 @@ def predictions_after_reload(model, archive: Path, data_path: str, output_keys):
     return [[b[key] for key in output_keys] for b in before], [[a[key] for key in output_keys] for a in after]
 
 
+def assert_read_error(reader, path: Path, message: str) -> None:
+    """Reading ``path`` fails with a one-line error that names the file and contains ``message``."""
+    from allennlp.common.checks import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as error:
+        list(reader.read(str(path)))
+    text = str(error.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
 def shared_data(*parts) -> Path:
     """A path under ../shared/data, or a pytest skip when it is absent."""
     path = SHARED_DATA.joinpath(*parts)

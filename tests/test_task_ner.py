@@ -3,13 +3,12 @@ import json
 
 import pytest
 import torch
-from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.data.dataset_readers.dataset_utils import to_bioul
 from allennlp.training.metrics import SpanBasedF1Measure
 
 from tasks.ner.conll2003_reader import CheckedConll2003Reader
-from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
+from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
 SAMPLE = REPO_ROOT / "tasks" / "ner" / "sample_data"
 
@@ -86,10 +85,7 @@ def test_span_f1_follows_conlleval_chunk_rules_on_iob1():
 def test_bad_input_gives_one_line_error_naming_file_and_line(tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_text(content)
-    with pytest.raises(ConfigurationError) as error:
-        list(reader().read(str(path)))
-    text = str(error.value)
-    assert message in text and str(path) in text and "\n" not in text
+    assert_read_error(reader(), path, message)
 
 
 @pytest.mark.parametrize("name, sentences", [("eng.train", 14041), ("eng.testa", 3250), ("eng.testb", 3453)])

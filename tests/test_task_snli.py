@@ -2,11 +2,10 @@
 import json
 
 import pytest
-from allennlp.common.checks import ConfigurationError
 
 from tasks.snli.snli_reader import CheckedSnliReader
 from tasks.spacy_blank_tokenizer import BlankEnglishSpacyTokenizer
-from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
+from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
 SAMPLE = REPO_ROOT / "tasks" / "snli" / "sample_data"
 
@@ -47,10 +46,7 @@ def test_real_format_sample_reads():
 def test_bad_input_gives_one_line_error_naming_file_and_line(tmp_path, lines, message):
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(line + "\n" for line in lines))
-    with pytest.raises(ConfigurationError) as error:
-        list(reader().read(str(path)))
-    text = str(error.value)
-    assert message in text and str(path) in text and "\n" not in text
+    assert_read_error(reader(), path, message)
 
 
 def test_baseline_trains_evaluates_and_reloads(train_task, tmp_path):

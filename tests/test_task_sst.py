@@ -5,7 +5,7 @@ import pytest
 from allennlp.common.checks import ConfigurationError
 
 from tasks.sst.sst_reader import CheckedSstReader
-from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
+from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
 SAMPLE = REPO_ROOT / "tasks" / "sst" / "sample_data"
 
@@ -37,10 +37,7 @@ def test_real_treebank_tree_counts(name, trees):
 def test_bad_input_gives_one_line_error_naming_file_and_line(tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_text(content)
-    with pytest.raises(ConfigurationError) as error:
-        list(CheckedSstReader().read(str(path)))
-    text = str(error.value)
-    assert message in text and str(path) in text and "\n" not in text
+    assert_read_error(CheckedSstReader(), path, message)
 
 
 def test_baseline_trains_evaluates_and_reloads(train_task, tmp_path):
