@@ -17,12 +17,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elmo_module", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:  # a subcommand whose module is not part of this checkout
-            if e.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         getattr(module, f"add_{name}_arguments")(sub.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
     run = getattr(importlib.import_module(COMMANDS[args.command][0]), f"run_{args.command}")
