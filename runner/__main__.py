@@ -144,11 +144,10 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
 def execute(jobs, args, parallel: int) -> None:
     from runner.execute import run_local, run_ray
 
-    state = {"done": 0, "time": 0.0, "started": time.time()}
+    state = {"done": 0, "started": time.time()}
 
     def report(job, status):
         state["done"] += 1
-        state["time"] += status.get("wall_time_s", 0) or 0
         left = len(jobs) - state["done"]
         eta = (time.time() - state["started"]) / state["done"] * left
         if status["status"] == "done":
