@@ -1,7 +1,7 @@
 """One direction of the biLM: a stack of LSTMs with cell clip, projection and projection clip (PAPER.md "The biLM").
 
 Speed (issue: >= 2x allennlp on CPU): the input half of every gate pre-activation is one GEMM over all time steps;
-only ``h @ W_h`` stays inside the time loop, over the rows still running (rows are sorted longest first, so the
+only ``W_h @ h`` stays inside the time loop, over the rows still running (rows are sorted longest first, so the
 running rows are a prefix). The backward direction reverses each sentence within its length and runs the same loop.
 """
 from typing import Optional, Tuple
@@ -38,33 +38,44 @@ class ProjectedLstmLayer(nn.Module):
         Returns outputs (B, T, P) (zero past each row's length) and the state after each row's last token."""
         batch, steps, _ = inputs.shape
         cells, proj = self.cell_dim, self.projection_dim
-        # gate-major layouts, (steps, 4, B, C) and (4, P, C), so every gate is a contiguous (n, C) block: torch's
-        # elementwise kernels (tanh above all) are several times slower on the strided column slices of (n, 4C)
-        pre = torch.mm(inputs.reshape(batch * steps, -1), self.input_weight.t())
-        pre = pre.view(batch, steps, 4, cells).permute(1, 2, 0, 3).contiguous()
-        state_weight = self.state_weight.view(4, cells, proj).transpose(1, 2)
-        bias = (self.bias + self.forget_bias).view(4, 1, cells)
-        projection_t = self.projection.t()
-        h, c = state
-        outputs = []
-        # unbind, not pre[t]: in training, indexing pre[t] would make autograd add a full-size zero gradient per step
-        for pre_t, n in zip(pre.unbind(0), active.tolist()):
-            gates = torch.baddbmm(bias, h[:n].expand(4, n, proj), state_weight) + pre_t[:, :n]
-            i, j, f, o = gates.unbind(0)
-            c_new = torch.sigmoid(f) * c[:n] + torch.sigmoid(i) * torch.tanh(j)
+        sizes = active.tolist()
+        # Time-major packing (a PackedSequence's order): step t's running rows are rows [0, n_t) of block t, so the
+        # input GEMM skips padded positions and each step's block is a contiguous column range.
+        time_major = inputs.transpose(0, 1)
+        full = len(sizes) == steps and all(n == batch for n in sizes)
+        running_mask = None if full else torch.arange(batch, device=inputs.device) < active.unsqueeze(1)
+        packed = time_major.reshape(steps * batch, -1) if full else time_major[:len(sizes)][running_mask]
+        # Feature-major (transposed) layout: the state is (P, n) and (C, n), so the recurrent GEMM is
+        # W (4C x P) @ h (P x n), which MKL runs ~1.7x faster on one core than h (n x P) @ W^T for the 16-32 rows of
+        # a time step (measured 101 vs 59 GFLOP/s), and each gate is a contiguous row block of the (4C, n) result.
+        pre = torch.addmm((self.bias + self.forget_bias).unsqueeze(1), self.input_weight, packed.t())  # (4C, N)
+        h, c = state[0].t(), state[1].t()
+        finished_h, finished_c = [], []  # final states of rows that ended, highest rows first
+        outputs, running, offset = [], batch, 0
+        for n in sizes:
+            if n < running:  # rows n..running-1 have ended: keep their final state, go on with a compact state
+                finished_h.append(h[:, n:])
+                finished_c.append(c[:, n:])
+                h, c, running = h[:, :n].contiguous(), c[:, :n].contiguous(), n
+            gates = torch.addmm(pre[:, offset:offset + n], self.state_weight, h)
+            offset += n
+            i, j, f, o = gates.chunk(4, dim=0)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
             if self.cell_clip:
-                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            h_new = torch.mm(torch.sigmoid(o) * torch.tanh(c_new), projection_t)
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = torch.mm(self.projection, torch.sigmoid(o) * torch.tanh(c))
             if self.proj_clip:
-                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(h_new if n == batch else torch.cat([h_new, h_new.new_zeros(batch - n, proj)]))
-            # finished rows keep their final state; cat (not in-place) keeps autograd usable for pretraining
-            h = h_new if n == batch else torch.cat([h_new, h[n:]])
-            c = c_new if n == batch else torch.cat([c_new, c[n:]])
-        out = torch.stack(outputs, dim=1) if outputs else inputs.new_zeros(batch, 0, self.projection_dim)
-        if out.size(1) < steps:
-            out = torch.cat([out, out.new_zeros(batch, steps - out.size(1), out.size(2))], dim=1)
-        return out, (h, c)
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(h)
+        packed_out = torch.cat(outputs, dim=1).t() if outputs else inputs.new_zeros(0, proj)  # (N, P)
+        if full:
+            out = packed_out.reshape(steps, batch, proj)
+        else:
+            out = inputs.new_zeros(steps, batch, proj)
+            out[:len(sizes)][running_mask] = packed_out
+        final_h = torch.cat([h, *reversed(finished_h)], dim=1).t()
+        final_c = torch.cat([c, *reversed(finished_c)], dim=1).t()
+        return out.transpose(0, 1).contiguous(), (final_h, final_c)
 
 
 def reverse_within_length(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
