@@ -44,7 +44,7 @@ def sentence_key(char_ids: np.ndarray) -> str:
 
 
 def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, weights_checksum: str,
-                data: Dict[str, str] = None, batch_size: int = 32, progress: bool = True) -> Path:
+                data: dict = None, batch_size: int = 32, progress: bool = True) -> Path:
     """Run the (stateless) biLM once per distinct sentence and write the cache to ``directory``."""
     if bilm.stateful:
         raise ValueError("the activation cache needs a stateless biLM (per-sentence outputs)")

@@ -9,6 +9,7 @@ from torch import nn
 from elmo_module.characters import boundary_ids
 from elmo_module.lstm import ProjectedLstmLayer, reverse_within_length
 from elmo_module.options import BiLmOptions
+from elmo_module.token_encoder import CharCnnTokenEncoder
 
 State = Tuple[torch.Tensor, torch.Tensor]
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-backward-lstm")
@@ -40,8 +41,6 @@ class ElmoBiLm(nn.Module):
 
     def __init__(self, options: BiLmOptions, stateful: bool = False):
         super().__init__()
-        from elmo_module.token_encoder import CharCnnTokenEncoder
-
         self.options = options
         self.stateful = stateful
         self.token_encoder = CharCnnTokenEncoder(options)

@@ -117,7 +117,6 @@ def load_bilm(options_path, weights_path, stateful: bool = False) -> ElmoBiLm:
 
 def bilm_arrays(bilm: ElmoBiLm) -> Dict[str, np.ndarray]:
     """The inverse of ``load_bilm``: every dataset of the official layout, from the module's parameters."""
-    options = bilm.options
     arrays = {"char_embed": bilm.token_encoder.char_embed[1:].detach().cpu().numpy()}
     for name, param, how in _param_map(bilm):
         a = param.detach().cpu().numpy()

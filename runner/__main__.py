@@ -117,21 +117,18 @@ def build_caches(todo, cache_root: Path):
     for run in todo:
         if not run.uses_elmo:
             continue
-        k = run.knob_dict
-        key = (run.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"])
-        if key not in caches:
+        if run.cache_key not in caches:
             print(f"activation cache for {run.task} ...", flush=True)
-            caches[key] = str(ensure_cache(run.task, k, cache_root))
+            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root))
     return caches
 
 
 def job_for(run, directory, caches, profile, cells, args) -> dict:
     k = run.knob_dict
-    key = (run.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"])
     sweeps = sorted({c.sweep for c in cells if c.run == run})
     tags = [run.task, f"elmo={k['ELMO']}", f"mix={k['ELMO_MIX']}", f"lambda={k['ELMO_LAMBDA']}",
             f"fraction={k['TRAIN_FRACTION']}", f"seed={k['SEED']}", *sweeps]
-    extra = {"ELMO_CACHE": caches.get(key, "") if run.uses_elmo else "", "WANDB": "true",
+    extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "", "WANDB": "true",
              "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_PROJECT": args.wandb_project,
              "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}

@@ -56,7 +56,7 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
             for field in instance.fields.values():
                 sentences.extend(_texts(field))
     bilm = load_bilm(*options, stateful=False)
-    return build_cache(bilm, sentences, directory, weights_sum, data={p: data_sum for p in paths})
+    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum})
 
 
 def _embedder_files(params: dict):

@@ -42,6 +42,12 @@ class Run:
         return int(self.knob_dict["SEED"])
 
     @property
+    def cache_key(self) -> Tuple[str, ...]:
+        """Runs with the same task, data and biLM share one activation cache."""
+        k = self.knob_dict
+        return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"])
+
+    @property
     def uses_elmo(self) -> bool:
         return self.knob_dict["ELMO"] != "none"
 
