@@ -17,7 +17,7 @@ local reader(phrases) = {
   token_indexers: elmo.indexers({ tokens: { type: 'single_id' } }),  // cased, as allennlp-models' SST configs
 };
 
-elmo.experiment(reader(true),
+elmo.experiment(reader(std.parseJson(std.extVar('SST_PHRASES'))),
                 train='tasks/sst/sample_data/train.txt',
                 dev='tasks/sst/sample_data/dev.txt',
                 test='tasks/sst/sample_data/test.txt',

@@ -13,7 +13,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.spec import REPO, SpecError, expand_cells, load_profile, load_sweeps, missing_inputs, unique_runs
+from runner.spec import (REPO, SpecError, bilm_outputs, expand_cells, load_profile, load_sweeps, missing_inputs,
+                         unique_runs)
 
 
 def parse_args(argv=None):
@@ -23,6 +24,7 @@ def parse_args(argv=None):
     p.add_argument("--only", help="comma-separated sweep names to run (default: all of the profile's)")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--jobs", type=int, help="local executor: runs at a time (default: the profile's 'jobs', else 1)")
+    p.add_argument("--threads", type=int, help="local executor: CPU threads per run (default: cores / jobs)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray resources per run")
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray resources per run (sets CUDA_DEVICE=0)")
@@ -32,6 +34,8 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", default=str(REPO / "cache" / "elmo"))
     p.add_argument("--keep-models", action="store_true", help="keep model.tar.gz and best.th of every run")
     p.add_argument("--build-only", action="store_true", help="only rebuild tables and figures from existing runs")
+    p.add_argument("--baselines-only", action="store_true",
+                   help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
 
@@ -72,14 +76,19 @@ def main(argv=None) -> int:
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
 
     if not args.build_only:
-        missing = missing_inputs(profile, runs)
-        if missing:
-            print(f"error: profile '{name}' needs files that are not here:", file=sys.stderr)
-            for line in missing:
-                print(f"  - {line}", file=sys.stderr)
+        wanted = [r for r in runs if not (args.baselines_only and r.uses_elmo)]
+        try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
+            _check_inputs(profile, wanted, bilm_outputs(profile))
+            if not args.baselines_only and any(r.uses_elmo for r in wanted):
+                from runner.bilm import prepare_bilm
+
+                prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)})
+            _check_inputs(profile, wanted)
+        except SpecError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
-        todo = [r for r in runs if not (run_dir[r] / "result.json").is_file()]
-        print(f"profile '{name}': {len(runs)} runs in {len(sweeps)} sweeps, {len(runs) - len(todo)} already "
+        todo = [r for r in wanted if not (run_dir[r] / "result.json").is_file()]
+        print(f"profile '{name}': {len(wanted)} runs in {len(sweeps)} sweeps, {len(wanted) - len(todo)} already "
               f"finished, {len(todo)} to do; runs in {runs_dir}")
         caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
@@ -104,9 +113,24 @@ def main(argv=None) -> int:
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
     result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
     summary = build_results(sweeps, result_cells, paper, results_dir, provenance)
+    if profile.get("bilm"):
+        from runner.bilm import bilm_markdown, bilm_report
+        from runner.results import provenance_lines, write_atomic
+
+        report = bilm_report(profile)
+        write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
+        summary["bilm"] = report
+        write_atomic(results_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [c for c in result_cells if (c.run_dir / "failed.json").is_file()]
     return 1 if crashed else 0
+
+
+def _check_inputs(profile, runs, exclude=()):
+    missing = missing_inputs(profile, runs, exclude)
+    if missing:
+        raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
+                        "\n".join(f"  - {line}" for line in missing))
 
 
 def build_caches(todo, cache_root: Path):
@@ -156,7 +180,7 @@ def execute(jobs, args, parallel: int) -> None:
     if args.executor == "ray":
         run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run)
     else:
-        run_local(jobs, report, args.keep_models, parallel)
+        run_local(jobs, report, args.keep_models, parallel, args.threads)
 
 
 if __name__ == "__main__":

@@ -23,38 +23,60 @@ def _texts(field) -> Iterator[List[str]]:
             yield from _texts(f)
 
 
-def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
+def _task_params(task: str, knobs: Dict[str, str]) -> dict:
+    """The task config with the run's knobs, ELMo on (so the readers index for it), full training set."""
     from allennlp.common import Params
     from allennlp.common.util import import_module_and_submodules
-    from allennlp.data import DatasetReader
 
     for package in ("tasks", "elmo_module.allennlp_adapter"):  # what `allennlp train --include-package` imports
         import_module_and_submodules(package)
+    env = {**knobs, "ELMO": "input", "TRAIN_FRACTION": "1.0", "ELMO_CACHE": ""}
+    return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=env).as_dict()
 
+
+_SPLITS = {"TRAIN_PATH": "train_data_path", "DEV_PATH": "validation_data_path", "TEST_PATH": "test_data_path"}
+
+
+def _read_sentences(params: dict, config_keys: List[str]) -> List[List[str]]:
+    """Every text the ELMo indexer sees, read as an ELMo run reads it (train with the training reader)."""
+    from allennlp.common import Params
+    from allennlp.data import DatasetReader
+
+    reader = DatasetReader.from_params(Params(params["dataset_reader"]))
+    validation = params.get("validation_dataset_reader")
+    validation_reader = DatasetReader.from_params(Params(validation)) if validation else reader
+    sentences = []
+    for key in config_keys:
+        for instance in (reader if key == "train_data_path" else validation_reader).read(params[key]):
+            for field in instance.fields.values():
+                sentences.extend(_texts(field))
+    return sentences
+
+
+def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> List[List[str]]:
+    """The sentences of the given splits (TRAIN_PATH, DEV_PATH, TEST_PATH) of a task's data."""
+    params = _task_params(task, knobs)
+    return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
+
+
+def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
     from elmo_module.activation_cache import build_cache, file_checksum
     from elmo_module.weights import load_bilm
 
     # every sentence of the full data (no training subsample), read as an ELMo run reads it
-    env = {**knobs, "ELMO": "input", "TRAIN_FRACTION": "1.0", "ELMO_CACHE": ""}
-    params = Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=env).as_dict()
+    params = _task_params(task, knobs)
     options = _embedder_files(params)
-    reader_params = params["dataset_reader"]
-    paths = [params[k] for k in ("train_data_path", "validation_data_path", "test_data_path") if params.get(k)]
+    keys = [k for k in _SPLITS.values() if params.get(k)]
+    paths = [params[k] for k in keys]
     weights_sum = file_checksum(*options)
     data_sum = file_checksum(*[REPO / p for p in paths])
-    identity = json.dumps([data_sum, reader_params, params.get("validation_dataset_reader")], sort_keys=True)
+    identity = json.dumps([data_sum, params["dataset_reader"], params.get("validation_dataset_reader")],
+                          sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     directory = cache_root / weights_sum[:16] / f"{task}-{key}"
     if (directory / "meta.json").is_file():
         return directory
-    reader = DatasetReader.from_params(Params(reader_params))
-    validation = params.get("validation_dataset_reader")
-    validation_reader = DatasetReader.from_params(Params(validation)) if validation else reader
-    sentences = []
-    for i, path in enumerate(paths):
-        for instance in (reader if i == 0 else validation_reader).read(path):
-            for field in instance.fields.values():
-                sentences.extend(_texts(field))
+    sentences = _read_sentences(params, keys)
     bilm = load_bilm(*options, stateful=False)
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum})
 

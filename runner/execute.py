@@ -86,11 +86,12 @@ Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}
 
 
 def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
-              parallel: int = 1) -> None:
-    """Runs on this machine, ``parallel`` at a time, the CPU threads shared out between them."""
+              parallel: int = 1, threads: Optional[int] = None) -> None:
+    """Runs on this machine, ``parallel`` at a time, the CPU threads shared out between them (or ``threads``
+    each)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    threads = str(max(1, (os.cpu_count() or 1) // parallel))
+    threads = str(threads or max(1, (os.cpu_count() or 1) // parallel))
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = {pool.submit(execute_run, j["task"], j["knobs"], j["run_dir"],
                                {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **j["extra_env"]},

@@ -119,7 +119,7 @@ def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: in
     return f"{elmo - baseline:.{decimals}f} / {100 * (elmo - baseline) / (100 - baseline):.1f}%"
 
 
-def _provenance_lines(provenance: dict) -> list:
+def provenance_lines(provenance: dict) -> list:
     """The header block of every markdown file; nested dicts (e.g. data paths per task) as sub-items."""
     def flat(value):
         if isinstance(value, dict):
@@ -135,7 +135,7 @@ def _provenance_lines(provenance: dict) -> list:
 
 
 def _markdown(title: str, provenance: dict, header: list, rows: list, notes: list, extra: str = "") -> str:
-    lines = [f"# {title}", ""] + _provenance_lines(provenance) + [""]
+    lines = [f"# {title}", ""] + provenance_lines(provenance) + [""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     lines += [""] + [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else []) + [extra]

@@ -162,8 +162,18 @@ def unique_runs(cells: List[Cell]) -> List[Run]:
     return runs
 
 
-def missing_inputs(profile: dict, runs: List[Run]) -> List[str]:
-    """Data and weight files the runs name that do not exist, each with where to get it (profile 'requires')."""
+def bilm_outputs(profile: dict) -> List[Path]:
+    """The directories the profile's own biLM stages write (runner/bilm.py)."""
+    spec = profile.get("bilm") or {}
+    outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
+    fine = spec.get("finetune") or {}
+    outs += [fine["out"].format(task=t) for t in fine.get("tasks", [])]
+    return [Path(o) if os.path.isabs(o) else REPO / o for o in outs]
+
+
+def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> List[str]:
+    """Data and weight files the runs name that do not exist, each with where to get it (profile 'requires');
+    files under ``exclude`` (what the runner itself will write first) are not reported."""
     hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
     missing = {}
     for run in runs:
@@ -171,7 +181,9 @@ def missing_inputs(profile: dict, runs: List[Run]) -> List[str]:
             value = run.knob_dict.get(name, "")
             if name.startswith("ELMO_") and not run.uses_elmo:
                 continue
-            path = value if os.path.isabs(value) else REPO / value
+            path = Path(value if os.path.isabs(value) else REPO / value)
+            if any(path.is_relative_to(d) for d in exclude):
+                continue
             if value and ("${" in value or not Path(path).exists()):
                 hint = hints.get(f"{run.task}.{name}", hints.get(name, ""))
                 unset = [m.group(1) for m in _VAR.finditer(value)]

@@ -29,6 +29,9 @@ KNOBS = {
     "TEST_PATH": "",
     # optional GloVe text file; empty = word embeddings trained from scratch
     "GLOVE_PATH": "",
+    # SST-5 only: true = train on every labelled phrase of the training trees (allennlp-models' BCN configs),
+    # false = on whole sentences (about 18x fewer instances; the mini profile's CPU budget). Dev/test: sentences.
+    "SST_PHRASES": "true",
     # model size: paper | small | tiny (tiny/small for CPU runs, see each task README)
     "SIZE": "paper",
     # empty = the task's paper default

@@ -118,3 +118,64 @@ def test_paper_profile_lists_what_is_missing(tmp_path):
     assert done.returncode == 2
     assert "ELMO_DIR is not set" in done.stderr and "https://allennlp.org/elmo" in done.stderr
     assert "SQUAD_DIR is not set" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
+    from tests.test_pretrain import TINY_OPTIONS, grammar_lines
+
+    (tmp_path / "train.txt").write_text(grammar_lines(300, 0))
+    (tmp_path / "heldout.txt").write_text(grammar_lines(20, 1))
+    (tmp_path / "options.json").write_text(json.dumps(TINY_OPTIONS))
+    tuned = tmp_path / "bilm-ner"
+    profile = {**PROFILE, "bilm": {
+        "pretrain": {"out": str(tmp_path / "bilm"),
+                     "args": ["--options", str(tmp_path / "options.json"), "--train", str(tmp_path / "train.txt"),
+                              "--heldout", str(tmp_path / "heldout.txt"), "--tokens", "400", "--batch-size", "8",
+                              "--unroll", "10", "--threads", "1"]},
+        "finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"),
+                     "args": ["--batch-size", "4", "--unroll", "5", "--threads", "1"]}},
+        "task_knobs": {"ner": {"ELMO_OPTIONS": str(tuned / "options.json"),
+                               "ELMO_WEIGHTS": str(tuned / "weights.hdf5")}}}
+    run = lambda *extra: subprocess.run(runner_command(tmp_path, profile, *extra), cwd=REPO, env=runner_env(tmp_path),
+                                        capture_output=True, text=True, timeout=600)
+    first = run("--baselines-only")  # no biLM needed: nothing is pretrained
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert not (tmp_path / "bilm").exists() and len(results_of(tmp_path / "runs")) == 1
+
+    second = run()
+    assert second.returncode == 0, second.stderr[-2000:]
+    pretrained = json.loads((tmp_path / "bilm" / "perplexity.json").read_text())
+    assert pretrained["history"][-1]["tokens_trained"] >= 400
+    assert pretrained["history"][-1]["average"] < pretrained["history"][0]["average"]
+    # the fine-tuning text is the task's training sentences as its reader gives them
+    text = (tmp_path / "text" / "ner.train.txt").read_text().splitlines()
+    first_sentence = [l.split()[0] for l in (REPO / "tasks/ner/sample_data/train.txt").read_text().splitlines()
+                      if l.strip() and not l.startswith("-DOCSTART-")]
+    assert text[0].split() == first_sentence[:len(text[0].split())]
+    assert (tuned / "perplexity.json").is_file()
+    elmo_runs = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/result.json")]
+    assert [r["knobs"]["ELMO_OPTIONS"] for r in elmo_runs if r["knobs"]["ELMO"] != "none"] == [
+        str(tuned / "options.json")]
+    report = (tmp_path / "results" / "bilm.md").read_text()
+    assert "| ner | " in report and "finetune" in report
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert set(summary["bilm"]["finetune"]) == {"ner"}
+
+    third = run()  # everything done: no stage runs again
+    assert third.returncode == 0 and "biLM pretraining: done" in third.stdout
+    assert "biLM fine-tuning on ner: done" in third.stdout
+    assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
+
+
+def test_pretraining_stopped_by_minutes_is_not_done(tmp_path):
+    from runner.bilm import pretraining_done
+
+    args = ["--tokens", "1000"]
+    assert not pretraining_done(tmp_path, args)  # nothing written yet
+    record = {"history": [{"tokens_trained": 0}, {"tokens_trained": 800}], "epochs_completed": 0}
+    (tmp_path / "perplexity.json").write_text(json.dumps(record))
+    assert not pretraining_done(tmp_path, args)  # a --minutes stop short of the budget: resume it
+    record["history"].append({"tokens_trained": 1000})
+    (tmp_path / "perplexity.json").write_text(json.dumps(record))
+    assert pretraining_done(tmp_path, args)
+    assert not pretraining_done(tmp_path, ["--epochs", "2"])  # 0 of 2 epochs

@@ -55,6 +55,18 @@ def test_baseline_trains_evaluates_and_reloads(train_task, tmp_path):
         assert b[0] == pytest.approx(a[0], abs=1e-6)
 
 
+@pytest.mark.parametrize("phrases, expected", [("true", 27), ("false", 3)])
+def test_sst_phrases_knob_picks_phrases_or_sentences_for_training(task_env, phrases, expected):
+    from allennlp.common import Params
+    from allennlp.data import DatasetReader
+
+    task_env(SST_PHRASES=phrases)
+    params = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "sst.jsonnet"))
+    train = list(DatasetReader.from_params(params["dataset_reader"]).read(str(SAMPLE / "dev.txt")))
+    assert len(train) == expected  # 3 trees with 27 labelled nodes in all
+    assert params["validation_dataset_reader"]["use_subtrees"] is False
+
+
 @pytest.mark.parametrize("placement", ["input", "output", "both"])
 def test_elmo_placement_trains_and_reloads(train_task, placement):
     model, run = train_task("sst", ELMO=placement, NUM_EPOCHS=1)
