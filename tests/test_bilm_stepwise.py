@@ -78,18 +78,22 @@ class StepwiseBiLm:
 
 @pytest.mark.parametrize("stateful", [True, False], ids=["stateful", "stateless"])
 @pytest.mark.parametrize("skip", [False, True], ids=["no_residual", "residual"])
-def test_bilm_equals_stepwise_reference(tmp_path, skip, stateful):
+@pytest.mark.parametrize("autograd", [False, True], ids=["in_place_steps", "autograd_steps"])
+def test_bilm_equals_stepwise_reference(tmp_path, skip, stateful, autograd):
+    """Both LSTM step paths: in place without autograd, out of place when gradients flow (pretraining)."""
     filters = ((1, 4), (2, 6), (4, 8))
     options, weights = write_random_elmo(tmp_path, filters=filters, n_highway=2, skip=skip, seed=7)
     ours = load_bilm(options, weights, stateful=stateful)
+    ours.requires_grad_(autograd)
     reference = StepwiseBiLm(weights, n_layers=2, filters=filters, n_highway=2, skip=skip, clip=3.0)
     for batch in BATCHES:
-        with torch.no_grad():
+        with torch.set_grad_enabled(autograd):
             out = ours(batch_to_ids(batch))
+        assert out.layers[2].requires_grad == autograd
         for row, sentence in enumerate(batch):
             expected = reference.sentence(sentence, row, stateful)
             for k, layer in enumerate(expected):
-                got = out.layers[k][row, :len(sentence)].double().numpy()
+                got = out.layers[k][row, :len(sentence)].detach().double().numpy()
                 np.testing.assert_allclose(got, layer, atol=2e-6, rtol=0, err_msg=f"layer {k} row {row}")
                 assert not out.layers[k][row, len(sentence):].any(), "padding must stay zero"
 
