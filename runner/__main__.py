@@ -82,7 +82,8 @@ def main(argv=None) -> int:
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
                 from runner.bilm import prepare_bilm
 
-                prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)})
+                prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)},
+                             args.jobs or int(profile.get("jobs", 1)))
             _check_inputs(profile, wanted)
         except SpecError as e:
             print(f"error: {e}", file=sys.stderr)

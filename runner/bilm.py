@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -53,16 +54,24 @@ def _record(out: Path, command: List[str], seconds: float, returncode: int) -> N
     path.write_text(json.dumps(stages, indent=2))
 
 
-def _call(command: List[str], out: Path, log: Path, what: str) -> None:
+def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True) -> None:
+    """Run one stage; its output (progress bar included) goes to ``log`` and, if ``show``, to the terminal."""
     print(f"{what}: {' '.join(command)}\n  (log: {log})", flush=True)
     started = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as f:
-        returncode = subprocess.call(command, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)})
+    with open(log, "ab") as f:
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+        for chunk in iter(lambda: process.stdout.read1(4096), b""):
+            f.write(chunk)
+            f.flush()
+            if show:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+        returncode = process.wait()
     _record(out, command, time.time() - started, returncode)
     if returncode != 0:
-        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        lines = [l for l in log.read_text(errors="replace").replace("\r", "\n").splitlines() if l.strip()]
         raise SpecError(f"{what} failed (exit {returncode}): {lines[-1] if lines else ''} -- log: {log}")
 
 
@@ -83,9 +92,9 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     return files
 
 
-def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]]) -> None:
-    """Run the profile's pretraining and fine-tuning stages that are not done yet. ``task_knobs``: the knobs of one
-    run of each task (for its data files)."""
+def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1) -> None:
+    """Run the profile's pretraining and fine-tuning stages that are not done yet (``jobs`` fine-tunings at a
+    time). ``task_knobs``: the knobs of one run of each task (for its data files)."""
     spec = profile.get("bilm")
     if not spec:
         return
@@ -101,8 +110,9 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]]) -> None:
         if not pretraining_done(out, pre["args"]):
             raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
                             f"from {out / 'checkpoint.pt'}")
-    fine = spec.get("finetune")
-    for task in (fine or {}).get("tasks", []):
+    fine = spec.get("finetune") or {}
+    todo = []
+    for task in fine.get("tasks", []):
         if task not in task_knobs:
             continue
         target = _path(fine["out"].format(task=task))
@@ -111,10 +121,13 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]]) -> None:
             continue
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
-        _call([*python, "finetune", "--from", str(out), "--train", str(text["train"]), "--dev", str(text["dev"]),
-               "--tokenize", "whitespace", *fine.get("args", []), "--out", str(target)], target,
-              target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}")
-
+        todo.append(([*python, "finetune", "--from", str(out), "--train", str(text["train"]), "--dev",
+                      str(text["dev"]), "--tokenize", "whitespace", *fine.get("args", []), "--out", str(target)],
+                     target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
+    show = jobs <= 1 or len(todo) <= 1  # parallel progress bars would garble each other: logs only
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
+        for future in [pool.submit(_call, *job, show) for job in todo]:
+            future.result()
 
 def _stages(out: Path) -> List[dict]:
     path = out / "stages.json"
