@@ -43,22 +43,6 @@ class ProjectedLstmLayer(nn.Module):
             h = h.clamp(-self.proj_clip, self.proj_clip)
         return h, c
 
-    def _step_in_place(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        """The same step without autograd, accumulating into pre_t (a column block of ``pre``, row stride N, which
-        BLAS takes as is) and applying the gate nonlinearities in place."""
-        gates = pre_t.addmm_(self.state_weight, h)
-        i, j, f, o = gates.chunk(4, dim=0)
-        i.sigmoid_()
-        f.sigmoid_()
-        o.sigmoid_()
-        c = torch.mul(f, c).addcmul_(i, j.tanh_())
-        if self.cell_clip:
-            c.clamp_(-self.cell_clip, self.cell_clip)
-        h = torch.mm(self.projection, o.mul_(torch.tanh(c)))
-        if self.proj_clip:
-            h.clamp_(-self.proj_clip, self.proj_clip)
-        return h, c
-
     def forward(self, inputs: torch.Tensor, active: torch.Tensor, state: Tuple[torch.Tensor, torch.Tensor]):
         """inputs (B, T, in), rows sorted by length (longest first) and already reversed for the backward
         direction; ``active[t]`` = number of rows with length > t; state = (h (B, P), c (B, C)).
@@ -77,10 +61,6 @@ class ProjectedLstmLayer(nn.Module):
         # a time step (measured 101 vs 59 GFLOP/s), and each gate is a contiguous row block of the (4C, n) result.
         pre = torch.addmm((self.bias + self.forget_bias).unsqueeze(1), self.input_weight, packed.t())  # (4C, N)
         h, c = state[0].t(), state[1].t()
-        # Without autograd (inference, or a frozen biLM inside a task model) each step works in place in its block of
-        # ``pre`` (no gate copies, 3 new tensors per step instead of ~13); training keeps out-of-place ops.
-        needs_grad = torch.is_grad_enabled() and (pre.requires_grad or h.requires_grad or c.requires_grad)
-        step = self._step if needs_grad else self._step_in_place
         finished_h, finished_c = [], []  # final states of rows that ended, highest rows first
         outputs, running = [], batch
         # split, not pre[:, offset:offset + n]: in training, slicing would make autograd add a full-size (4C, N) zero
@@ -90,7 +70,7 @@ class ProjectedLstmLayer(nn.Module):
                 finished_h.append(h[:, n:])
                 finished_c.append(c[:, n:])
                 h, c, running = h[:, :n].contiguous(), c[:, :n].contiguous(), n
-            h, c = step(pre_t, h, c)
+            h, c = self._step(pre_t, h, c)
             outputs.append(h)
         packed_out = torch.cat(outputs, dim=1).t() if outputs else inputs.new_zeros(0, proj)  # (N, P)
         if full:
