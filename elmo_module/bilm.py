@@ -11,7 +11,7 @@ from elmo_module.lstm import ProjectedLstmLayer, reverse_within_length
 from elmo_module.options import BiLmOptions
 from elmo_module.token_encoder import CharCnnTokenEncoder
 
-State = Tuple[torch.Tensor, torch.Tensor]
+State = Tuple[torch.Tensor, torch.Tensor]  # h (layers, 2 directions, B, P), c (layers, 2, B, C)
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-backward-lstm")
 
 
@@ -22,7 +22,7 @@ def _threads_per_op(n: int):
     try:
         yield
     finally:
-        torch.set_num_threads(threads)  # h (layers, 2 directions, B, P), c (layers, 2, B, C)
+        torch.set_num_threads(threads)
 
 
 class BiLmOutput(NamedTuple):

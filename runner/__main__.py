@@ -113,15 +113,15 @@ def main(argv=None) -> int:
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
     result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
-    summary = build_results(sweeps, result_cells, paper, results_dir, provenance)
+    report = None
     if profile.get("bilm"):
         from runner.bilm import bilm_markdown, bilm_report
         from runner.results import provenance_lines, write_atomic
 
         report = bilm_report(profile)
+        results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
-        summary["bilm"] = report
-        write_atomic(results_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
+    build_results(sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [c for c in result_cells if (c.run_dir / "failed.json").is_file()]
     return 1 if crashed else 0

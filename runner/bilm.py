@@ -22,11 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.spec import REPO, SpecError
-
-
-def _path(value: str) -> Path:
-    return Path(value) if os.path.isabs(value) else REPO / value
+from runner.spec import REPO, SpecError, repo_path
 
 
 def _option(args: List[str], name: str) -> Optional[str]:
@@ -100,7 +96,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         return
     python = [sys.executable, "-m", "elmo_module"]
     pre = spec["pretrain"]
-    out = _path(pre["out"])
+    out = repo_path(pre["out"])
     if pretraining_done(out, pre["args"]):
         print(f"biLM pretraining: done ({out})")
     else:
@@ -115,7 +111,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
     for task in fine.get("tasks", []):
         if task not in task_knobs:
             continue
-        target = _path(fine["out"].format(task=task))
+        target = repo_path(fine["out"].format(task=task))
         if (target / "perplexity.json").is_file():
             print(f"biLM fine-tuning on {task}: done ({target})")
             continue
@@ -139,7 +135,7 @@ def bilm_report(profile: dict) -> Optional[dict]:
     spec = profile.get("bilm")
     if not spec:
         return None
-    out = _path(spec["pretrain"]["out"])
+    out = repo_path(spec["pretrain"]["out"])
     report = {"pretrain": {"out": spec["pretrain"]["out"], "done": pretraining_done(out, spec["pretrain"]["args"]),
                            "stages": _stages(out)}, "finetune": {}}
     if (out / "perplexity.json").is_file():
@@ -147,7 +143,7 @@ def bilm_report(profile: dict) -> Optional[dict]:
         report["pretrain"]["options"] = json.loads((out / "options.json").read_text())
     fine = spec.get("finetune") or {}
     for task in fine.get("tasks", []):
-        target = _path(fine["out"].format(task=task))
+        target = repo_path(fine["out"].format(task=task))
         if (target / "perplexity.json").is_file():
             report["finetune"][task] = {"out": fine["out"].format(task=task), "stages": _stages(target),
                                         "perplexity": json.loads((target / "perplexity.json").read_text())}

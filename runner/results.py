@@ -23,7 +23,6 @@ from runner.spec import Cell  # noqa: E402,F401  (the cells the runner hands ove
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 
 
-
 def write_atomic(path: Path, data) -> None:
     """Writes to a temporary sibling, then renames it over `path`."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -312,8 +311,10 @@ def build_mix_weights(sweep: dict, cells: list, out_dir: Path, provenance: dict)
     return summary, drawn
 
 
-def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict) -> dict:
-    """Builds every sweep's outputs under out_dir and writes summary.json; returns the summary."""
+def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict,
+                  extra: Optional[dict] = None) -> dict:
+    """Builds every sweep's outputs under out_dir and writes summary.json (with ``extra``'s keys added); returns
+    the summary."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"provenance": provenance, "sweeps": {}}
@@ -333,5 +334,6 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
         else:
             raise ValueError(f"sweep {name}: key 'kind': expected table, curve or mix_weights, found {kind!r}")
         summary["sweeps"][name] = entry
+    summary.update(extra or {})
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     return summary

@@ -162,13 +162,18 @@ def unique_runs(cells: List[Cell]) -> List[Run]:
     return runs
 
 
+def repo_path(value: str) -> Path:
+    """A path as profiles and knobs give it: absolute, or relative to the repository (where runs start)."""
+    return Path(value) if os.path.isabs(value) else REPO / value
+
+
 def bilm_outputs(profile: dict) -> List[Path]:
     """The directories the profile's own biLM stages write (runner/bilm.py)."""
     spec = profile.get("bilm") or {}
     outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
     fine = spec.get("finetune") or {}
     outs += [fine["out"].format(task=t) for t in fine.get("tasks", [])]
-    return [Path(o) if os.path.isabs(o) else REPO / o for o in outs]
+    return [repo_path(o) for o in outs]
 
 
 def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> List[str]:
@@ -181,10 +186,10 @@ def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> 
             value = run.knob_dict.get(name, "")
             if name.startswith("ELMO_") and not run.uses_elmo:
                 continue
-            path = Path(value if os.path.isabs(value) else REPO / value)
+            path = repo_path(value)
             if any(path.is_relative_to(d) for d in exclude):
                 continue
-            if value and ("${" in value or not Path(path).exists()):
+            if value and ("${" in value or not path.exists()):
                 hint = hints.get(f"{run.task}.{name}", hints.get(name, ""))
                 unset = [m.group(1) for m in _VAR.finditer(value)]
                 what = f"environment variable {', '.join(unset)} is not set" if unset else "does not exist"
