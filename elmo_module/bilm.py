@@ -70,17 +70,22 @@ class ElmoBiLm(nn.Module):
         ids = torch.cat([ids[:, -1:], ids[:, :-1]], dim=1)
         ids[:, 0] = self.boundaries[0]
         ids[torch.arange(batch, device=ids.device), lengths + 1] = self.boundaries[1]
-        tokens = self.token_encoder.encode_unique(ids)
+        vectors, index = self.token_encoder.encode_distinct(ids)
+        tokens = vectors[index]
         initial = self._initial_state(batch) if self.stateful else None
-        lstm_layers, state = self.contextual(tokens, lengths + 2, initial)
+        lstm_layers, state = self.contextual(tokens, lengths + 2, initial, distinct=(vectors, index))
         if self.stateful:
             self._keep_state(state)
         keep = mask.unsqueeze(-1).to(tokens.dtype)
         layers = [torch.cat([tokens, tokens], dim=-1)] + [torch.cat(pair, dim=-1) for pair in lstm_layers]
         return BiLmOutput([layer[:, 1:-1] * keep for layer in layers], mask)
 
-    def contextual(self, tokens: torch.Tensor, lengths: torch.Tensor, state: Optional[State] = None):
+    def contextual(self, tokens: torch.Tensor, lengths: torch.Tensor, state: Optional[State] = None,
+                   distinct: Optional[Tuple[torch.Tensor, torch.Tensor]] = None):
         """Run both LSTM stacks over token vectors (B, T, P) whose rows have ``lengths``.
+
+        ``distinct`` = (vectors (U, P), index (B, T)) with ``tokens = vectors[index]`` lets the first layers compute
+        their input GEMM once per distinct token (``ProjectedLstmLayer.forward``).
 
         Returns a (forward, backward) pair of (B, T, P) outputs per layer, and the final state in the layout of
         ``State`` (the forward stack's state after each row's last token, the backward stack's after its first).
@@ -92,6 +97,7 @@ class ElmoBiLm(nn.Module):
         lens = lengths[order]
         run = int(lens[0]) if batch else 0
         x = tokens[order, :run]
+        index = distinct[1][order, :run] if distinct is not None else None
         active = (lens.unsqueeze(0) > torch.arange(run, device=lens.device).unsqueeze(1)).sum(dim=1)
         n_layers, p, c = self.options.n_layers, self.options.projection_dim, self.options.cell_dim
         if state is None:
@@ -99,15 +105,18 @@ class ElmoBiLm(nn.Module):
             c0 = tokens.new_zeros(n_layers, 2, batch, c)
         else:
             h0, c0 = state[0][:, :, order], state[1][:, :, order]
-        stacks = [(self.forward_layers, x, 0), (self.backward_layers, reverse_within_length(x, lens), 1)]
+        stacks = [(self.forward_layers, x, 0, index),
+                  (self.backward_layers, reverse_within_length(x, lens), 1,
+                   None if index is None else reverse_within_length(index, lens))]
 
         grad_enabled = torch.is_grad_enabled()  # thread-local in torch: the worker thread must inherit it
 
-        def run_stack(layers, inputs, direction):
+        def run_stack(layers, inputs, direction, index):
             outs, hs, cs = [], [], []
             with torch.set_grad_enabled(grad_enabled):
                 for k, layer in enumerate(layers):
-                    out, (h_k, c_k) = layer(inputs, active, (h0[k, direction], c0[k, direction]))
+                    first = (distinct[0], index) if k == 0 and index is not None else None
+                    out, (h_k, c_k) = layer(inputs, active, (h0[k, direction], c0[k, direction]), first)
                     if self.options.use_skip_connections and k > 0:  # residual from layer k-1's output
                         out = out + inputs
                     outs.append(out)

@@ -28,7 +28,7 @@ class CharCnnTokenEncoder(nn.Module):
         self._activation = torch.relu if options.activation == "relu" else torch.tanh
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        x = nn.functional.embedding(char_ids, self.char_embed).transpose(1, 2)  # (N, dim, chars)
+        x = nn.functional.embedding(self._trim(char_ids), self.char_embed).transpose(1, 2)  # (N, dim, chars)
         # max over positions, then the activation (monotone, so the same as activation then max)
         x = torch.cat([self._activation(conv(x).max(dim=-1).values) for conv in self.convs], dim=-1)
         for highway in self.highways:
@@ -39,8 +39,23 @@ class CharCnnTokenEncoder(nn.Module):
             x = keep * x + (1 - keep) * torch.relu(transform)
         return self.projection(x)
 
-    def encode_unique(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Like ``forward`` on (..., max_chars) ids, but runs the CNN once per distinct token of the batch."""
+    def _trim(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Drop trailing character positions that cannot change the max-pooled CNN output (exact, for speed).
+
+        Past its last character a token's row repeats one id (the padding character), so every window lying wholly
+        in that tail gives the same value. Keeping the batch's longest non-repeating prefix plus the widest filter
+        keeps every other window and at least one tail window of each row; the rest only repeat it. The CNN's cost
+        then follows the batch's longest word instead of max_characters_per_token (5x less for ordinary text).
+        """
+        chars = char_ids.size(-1)
+        positions = torch.arange(1, chars + 1, device=char_ids.device)
+        prefix = int(((char_ids != char_ids[:, -1:]) * positions).max()) if char_ids.numel() else 0
+        keep = prefix + max(width for width, _ in self.options.filters)
+        return char_ids[:, :keep] if keep < chars else char_ids
+
+    def encode_distinct(self, char_ids: torch.Tensor):
+        """Runs the CNN once per distinct token of (..., max_chars) ids: returns the distinct tokens' vectors (U, P)
+        and, for each position of ``char_ids``, the index of its vector (``char_ids.shape[:-1]``)."""
         flat = char_ids.reshape(-1, char_ids.size(-1))
         unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        return self(unique)[inverse].view(*char_ids.shape[:-1], -1)
+        return self(unique), inverse.view(char_ids.shape[:-1])

@@ -108,3 +108,20 @@ def test_skip_connection_changes_output(tmp_path):
     with torch.no_grad():
         assert torch.equal(a(ids).layers[1], b(ids).layers[1])
         assert (a(ids).layers[2] - b(ids).layers[2]).abs().max() > 1e-2
+
+
+def test_char_cnn_trims_only_repeated_padding(tmp_path):
+    """The token layer drops tail character positions (speed); it must agree with the reference over all 50."""
+    filters = ((1, 4), (3, 6), (7, 8))
+    options, weights = write_random_elmo(tmp_path, filters=filters, n_highway=1, seed=4)
+    encoder = load_bilm(options, weights).token_encoder
+    reference = StepwiseBiLm(weights, n_layers=2, filters=filters, n_highway=1, skip=True, clip=3.0)
+    short = torch.tensor([token_to_ids(t) for t in ["a", "bb", "naïve", "<S>"]])
+    long = torch.tensor([token_to_ids(t) for t in ["a", "x" * 60]])
+    assert encoder._trim(short).size(1) == len("naïve".encode()) + 2 + 7  # longest word, BOW/EOW, widest filter
+    assert encoder._trim(long).size(1) == 50
+    for ids in (short, long):
+        with torch.no_grad():
+            got = encoder(ids).double().numpy()
+        expected = np.stack([reference.token(row.numpy()) for row in ids])
+        np.testing.assert_allclose(got, expected, atol=2e-6, rtol=0)
