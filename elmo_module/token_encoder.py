@@ -1,4 +1,6 @@
 """Context-independent token layer: char embeddings -> CNN -> max-pool -> highway -> projection (PAPER.md "The biLM")."""
+from collections import OrderedDict
+
 import torch
 from torch import nn
 
@@ -10,11 +12,20 @@ class CharCnnTokenEncoder(nn.Module):
 
     Parameters are stored in the TensorFlow layout of the released weights so loading is a plain copy:
     highway ``out = g * relu(transform(x)) + (1 - g) * x`` with ``g = sigmoid(carry(x))`` (bilm-tf).
+
+    ``encode_distinct`` keeps the vectors of the last ``cache_size`` distinct words it saw while autograd was not
+    recording through the token layer (inference, or a downstream task with ELMo frozen), and recomputes only words it
+    has not seen: text repeats its words, so after a few batches most tokens are hits. Any change to the parameters
+    (an optimiser step, loading weights, moving the module) empties it. ``cache_size = 0`` turns it off.
     """
+
+    cache_size = 50_000  # 100 MB at the released model's 512-wide token layer
 
     def __init__(self, options: BiLmOptions):
         super().__init__()
         self.options = options
+        self._cache: "OrderedDict[bytes, torch.Tensor]" = OrderedDict()  # char ids of a word -> its vector, LRU order
+        self._cache_owner = None  # the parameters' (address, version) when the cache was filled
         # row 0 is the masking id and stays zero; rows 1..261 are the file's 261 characters
         self.char_embed = nn.Parameter(torch.zeros(262, options.char_embed_dim))
         nn.init.uniform_(self.char_embed.data[1:], -1.0, 1.0)  # bilm-tf's initialiser
@@ -54,8 +65,32 @@ class CharCnnTokenEncoder(nn.Module):
         return char_ids[:, :keep] if keep < chars else char_ids
 
     def encode_distinct(self, char_ids: torch.Tensor):
-        """Runs the CNN once per distinct token of (..., max_chars) ids: returns the distinct tokens' vectors (U, P)
-        and, for each position of ``char_ids``, the index of its vector (``char_ids.shape[:-1]``)."""
+        """Runs the CNN once per distinct token of (..., max_chars) ids (and not at all for words in the cache):
+        returns the distinct tokens' vectors (U, P) and, for each position of ``char_ids``, the index of its vector
+        (``char_ids.shape[:-1]``)."""
         flat = char_ids.reshape(-1, char_ids.size(-1))
         unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        return self(unique), inverse.view(char_ids.shape[:-1])
+        return self._cached(unique), inverse.view(char_ids.shape[:-1])
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _cached(self, unique: torch.Tensor) -> torch.Tensor:
+        parameters = list(self.parameters())
+        if not self.cache_size or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
+            return self(unique)
+        owner = tuple((p.data_ptr(), p._version) for p in parameters)
+        if owner != self._cache_owner:
+            self._cache.clear()
+            self._cache_owner = owner
+        keys = [row.tobytes() for row in unique.cpu().numpy()]
+        vectors = [self._cache.get(key) for key in keys]
+        missing = [k for k, vector in enumerate(vectors) if vector is None]
+        if missing:
+            for k, vector in zip(missing, self(unique[missing])):
+                vectors[k] = self._cache[keys[k]] = vector.clone()  # a row of its own, not a view keeping the batch
+        for key in keys:
+            self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return torch.stack(vectors)

@@ -125,3 +125,30 @@ def test_char_cnn_trims_only_repeated_padding(tmp_path):
             got = encoder(ids).double().numpy()
         expected = np.stack([reference.token(row.numpy()) for row in ids])
         np.testing.assert_allclose(got, expected, atol=2e-6, rtol=0)
+
+
+def test_token_cache_recomputes_only_new_words_and_forgets_on_any_parameter_change(tmp_path):
+    options, weights = write_random_elmo(tmp_path, seed=6)
+    encoder = load_bilm(options, weights).token_encoder
+    computed = []
+    plain_forward = encoder.forward
+    encoder.forward = lambda ids: computed.append(len(ids)) or plain_forward(ids)
+    words = [["the", "cat", "sat"], ["the", "dog"]]
+    ids = batch_to_ids(words)
+    with torch.no_grad():
+        vectors, index = encoder.encode_distinct(ids)
+        assert computed == [5]  # the, cat, sat, dog and the all-zero padding position
+        again, index_again = encoder.encode_distinct(batch_to_ids([["dog", "the", "ran"]]))
+        assert computed == [5, 1]  # only "ran" is new
+        torch.testing.assert_close(again[index_again[0, :2]], vectors[index[1, [1, 0]]], atol=1e-6, rtol=0)
+        encoder.projection.bias.add_(1.0)  # an in-place change, as an optimiser step or load_weights makes
+        changed, changed_index = encoder.encode_distinct(ids)
+        assert computed == [5, 1, 5]
+        torch.testing.assert_close(changed[changed_index], plain_forward(ids.view(-1, 50)).view(2, 3, -1))
+    # autograd recording through the token layer: no cache, the vectors carry gradients
+    trained, _ = encoder.encode_distinct(ids)
+    assert trained.requires_grad and computed[-1] == 5
+    encoder.cache_size = 2
+    with torch.no_grad():
+        encoder.encode_distinct(batch_to_ids([["a", "b", "c", "d"]]))
+    assert len(encoder._cache) == 2
