@@ -1,6 +1,7 @@
 """Speed of our ELMo against allennlp's ``Elmo`` on the same full-size random weights and batches, in one process.
 
-    source env.sh; .venv/bin/python -m elmo_module.benchmark [--batches 16] [--batch-size 32] [--threads 2] [--no-token-cache]
+    source env.sh; .venv/bin/python -m elmo_module.benchmark [--batches 16] [--batch-size 32] [--threads 2]
+        [--no-token-cache]
 
 (env.sh sets MKL_DEBUG_CPU_TYPE=5 on AMD CPUs, which doubles MKL's GEMM speed there for both implementations.)
 

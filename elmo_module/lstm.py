@@ -16,10 +16,10 @@ from torch import nn
 _scratch_memory = threading.local()  # per thread (the two directions run in two): layer -> {name: flat tensor}
 
 
-def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int], like: torch.Tensor,
+def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int],
              *operands: torch.Tensor) -> Optional[torch.Tensor]:
-    """Memory for an ``out=`` tensor of ``shape``, kept by ``owner`` between calls; None when autograd records one of
-    ``operands`` (``out=`` ops cannot be differentiated).
+    """Memory for an ``out=`` tensor of ``shape`` (dtype and device of the first operand), kept by ``owner`` between
+    calls; None when autograd records one of the op's ``operands`` (``out=`` ops cannot be differentiated).
 
     Fresh memory costs Linux a page fault per 4 KB on first touch: ~20 ms per call for the 54 MB input part of a
     full-size layer, and per step for the 2 MB of gates; reusing it made the full-size biLM ~10 % faster (README
@@ -32,7 +32,7 @@ def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int], like: torch.Te
     if kept is None:
         kept = _scratch_memory.by_layer = weakref.WeakKeyDictionary()
     mine = kept.setdefault(owner, {})
-    size = shape[0] * shape[1]
+    size, like = shape[0] * shape[1], operands[0]
     memory = mine.get(name)
     if memory is None or memory.numel() < size or memory.dtype != like.dtype or memory.device != like.device:
         memory = mine[name] = like.new_empty(size)
@@ -63,7 +63,7 @@ class ProjectedLstmLayer(nn.Module):
 
     def _step(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
         """One time step, feature-major: pre_t (4C, n) input part of the gates, h (P, n), c (C, n)."""
-        gates = _scratch(self, "gates", pre_t.shape, pre_t, pre_t, h, self.state_weight)
+        gates = _scratch(self, "gates", pre_t.shape, pre_t, h, self.state_weight)
         i, j, f, o = torch.addmm(pre_t, self.state_weight, h, out=gates).chunk(4, dim=0)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
         if self.cell_clip:
@@ -99,14 +99,14 @@ class ProjectedLstmLayer(nn.Module):
         weights = (bias, self.input_weight)
         if distinct is None:
             x = pack(inputs).t()
-            out = _scratch(self, "input_part", (bias.size(0), x.size(1)), x, x, *weights)
+            out = _scratch(self, "input_part", (bias.size(0), x.size(1)), x, *weights)
             pre = torch.addmm(bias, self.input_weight, x, out=out)  # (4C, N)
         else:  # full size, 803 positions of 362 distinct tokens: GEMM 145 -> 61 ms, plus 30 ms for the gather
             vectors, index = distinct
             index = pack(index)
-            out = _scratch(self, "distinct_part", (bias.size(0), vectors.size(0)), vectors, vectors, *weights)
+            out = _scratch(self, "distinct_part", (bias.size(0), vectors.size(0)), vectors, *weights)
             distinct_part = torch.addmm(bias, self.input_weight, vectors.t(), out=out)
-            out = _scratch(self, "input_part", (bias.size(0), index.numel()), vectors, vectors, *weights)
+            out = _scratch(self, "input_part", (bias.size(0), index.numel()), vectors, *weights)
             pre = torch.index_select(distinct_part, 1, index, out=out)
         h, c = state[0].t(), state[1].t()
         finished_h, finished_c = [], []  # final states of rows that ended, highest rows first

@@ -88,17 +88,17 @@ def test_scratch_memory_is_reused_only_without_autograd_and_never_leaks_into_out
     bilm = load_bilm(options, weights, stateful=False)
     layer = bilm.forward_layers[0]
     like = torch.zeros(1)
-    first = _scratch(layer, "t", (4, 6), like, like)
-    assert _scratch(layer, "t", (3, 5), like, like).data_ptr() == first.data_ptr()  # smaller: same memory
-    assert _scratch(layer, "t", (5, 6), like, like).numel() == 30  # larger: grown
-    assert _scratch(layer, "t", (2, 2), like, like, layer.input_weight) is None  # autograd records the weight
+    first = _scratch(layer, "t", (4, 6), like)
+    assert _scratch(layer, "t", (3, 5), like).data_ptr() == first.data_ptr()  # smaller: same memory
+    assert _scratch(layer, "t", (5, 6), like).numel() == 30  # larger: grown
+    assert _scratch(layer, "t", (2, 2), like, layer.input_weight) is None  # autograd records the weight
     with torch.no_grad():
-        assert _scratch(layer, "t", (2, 2), like, like, layer.input_weight) is not None
+        assert _scratch(layer, "t", (2, 2), like, layer.input_weight) is not None
 
     with torch.no_grad():
         early = bilm(batch_to_ids(SENTENCES[5:6]))  # the longest batch first, then smaller ones reuse its memory
-        kept = [layer.clone() for layer in early.layers]
+        kept = [output.clone() for output in early.layers]
         for batch in BATCHES:
             bilm(batch_to_ids(batch))
-    for before, layer in zip(kept, early.layers):
-        assert torch.equal(before, layer)
+    for before, output in zip(kept, early.layers):
+        assert torch.equal(before, output)
