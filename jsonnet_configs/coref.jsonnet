@@ -2,9 +2,12 @@
 // MUC, B3 and CEAF-phi4). Model: Lee et al. (2017)'s end-to-end span model (allennlp-models' `coref`, through our
 // `coref_sized` which sizes the span scorers for ELMo): word + char-CNN embeddings -> 1-layer biLSTM (200 per
 // direction) -> span representations (endpoints, attention head, width) -> mention pruning (spans_per_word) ->
-// antecedent scoring over the max_antecedents previous spans. Hyperparameters from Lee et al. (2017) Sec. 7.1 and
-// allennlp-models' coref config, except max_antecedents (50 instead of 250, for memory with ELMo; same value for
-// the baseline, so the ELMo gain is measured like for like) -- see tasks/coref/README.md.
+// antecedent scoring over the max_antecedents previous spans.
+// SIZE=paper follows e2e-coref's "best" experiment (experiments.conf:38-77 at commit 53c4116, the code of Lee et al.
+// 2017): 250 antecedents, training documents cut to 50 sentences at a random offset, dropout 0.2 inside and after the
+// LSTM, Adam 1e-3 decayed by 0.999 every 100 documents. SIZE small/tiny keep 50 antecedents, the first 50 sentences,
+// no LSTM dropout and lr halving on plateau (CPU budget, tests). What is not matched (speaker and genre features,
+// Turian embeddings, per-sentence LSTM): tasks/coref/README.md.
 // ELMo: input placement = [x; ELMo] into the biLSTM (the paper's best for coref); output placement = [h; ELMo'] on
 // the biLSTM's output, which feeds the span endpoints.
 local elmo = import 'elmo.libsonnet';
@@ -18,11 +21,17 @@ local hidden = elmo.size(200, 64, 8);
 local feedforward_dim = elmo.size(150, 64, 8);
 local feature_size = elmo.size(20, 20, 4);
 local max_span_width = 10;
+local paper = elmo.knobs.size == 'paper';
+// e2e-coref dropout_rate 0.2 (experiments.conf:62): on the LSTM's recurrent state (util.py:167, CustomLSTMCell)
+// and on its outputs (coref_model.py:170).
+local lstm_dropout = 0.2;
 
-local reader(max_sentences) = {
+local reader(max_sentences, random_offset=false) = {
   type: 'coref_conll2012',
   max_span_width: max_span_width,
   max_sentences: max_sentences,
+  random_offset: random_offset,
+  seed: elmo.knobs.seed,
   token_indexers: elmo.indexers({
     tokens: { type: 'single_id', lowercase_tokens: false },
     token_characters: { type: 'characters', min_padding_length: 5 },
@@ -36,9 +45,10 @@ local scorer_feedforward = {
   dropout: 0.2,
 };
 
-// Training documents are cut to their first 50 sentences (allennlp-models; Lee et al. cut at random offsets);
-// dev and test documents are read whole.
-elmo.experiment(reader(max_sentences=50),
+// Training documents are cut to 50 sentences (e2e-coref max_training_sentences, experiments.conf:41): at SIZE paper
+// a run starting at a random sentence, drawn anew each epoch (coref_model.py:122-132); otherwise the first 50
+// (allennlp-models). Dev and test documents are read whole.
+elmo.experiment(reader(max_sentences=50, random_offset=paper),
                 train='tasks/coref/sample_data/train',
                 dev='tasks/coref/sample_data/dev',
                 test='tasks/coref/sample_data/test',
@@ -61,25 +71,43 @@ elmo.experiment(reader(max_sentences=50),
         },
       }, dropout=0.5),
     },
-    context_layer: elmo.output_encoder(elmo.input_sized({
+    local lstm = if paper then {
+      // variational dropout on the recurrent state, as e2e-coref's CustomLSTMCell; no highway (neither has one)
+      type: 'stacked_bidirectional_lstm',
+      hidden_size: hidden,
+      num_layers: 1,
+      recurrent_dropout_probability: lstm_dropout,
+      use_highway: false,
+    } else {
       type: 'lstm',
       bidirectional: true,
       hidden_size: hidden,
       num_layers: 1,
-    }, word_embedding.embedding_dim + filters_per_width * std.length(char_widths))),
+    },
+    local contextual = elmo.input_sized(lstm, word_embedding.embedding_dim + filters_per_width * std.length(char_widths)),
+    context_layer: elmo.output_encoder(
+      if paper then { type: 'output_dropout', encoder: contextual, dropout: lstm_dropout } else contextual),
     mention_feedforward: scorer_feedforward,
     antecedent_feedforward: scorer_feedforward,
     feature_size: feature_size,
     max_span_width: max_span_width,
     spans_per_word: 0.4,
-    max_antecedents: 50,
+    max_antecedents: elmo.size(250, 50, 50),  // e2e-coref experiments.conf:40; memory: tasks/coref/README.md
     lexical_dropout: 0.5,
   } + elmo.model_common,
-  data_loader: { batch_size: 1 },  // one document per batch (Lee et al.)
+  data_loader: {
+    batch_size: 1,  // one document per batch (Lee et al.)
+    shuffle: true,  // e2e-coref shuffles the training documents every pass (coref_model.py:63)
+  } + (if paper then {
+    // read the training files anew every epoch, so that each epoch draws new random 50-sentence runs
+    max_instances_in_memory: 100000,
+  } else {}),
   trainer: elmo.trainer({
     optimizer: { type: 'adam', lr: 0.001 },
     grad_norm: 5.0,
-    learning_rate_scheduler: { type: 'reduce_on_plateau', factor: 0.5, mode: 'max', patience: 2 },
+    learning_rate_scheduler:
+      if paper then { type: 'staircase_exponential', decay_rate: 0.999, decay_steps: 100 }  // experiments.conf:64-66
+      else { type: 'reduce_on_plateau', factor: 0.5, mode: 'max', patience: 2 },  // allennlp-models coref.jsonnet
     validation_metric: '+coref_f1',
     patience: 10,
   }, default_epochs=150),

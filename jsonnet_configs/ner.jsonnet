@@ -56,6 +56,9 @@ elmo.experiment(reader,
   } + elmo.model_common,
   data_loader: {
     batch_size: elmo.size(64, 32, 4),
+    // allennlp 0.x's "basic" iterator of the original ner_elmo shuffled every epoch; AllenNLP 2's data loader does
+    // not unless asked (allennlp-models' ner_elmo.jsonnet:86-88 dropped it in the port)
+    shuffle: true,
   },
   trainer: elmo.trainer({
     optimizer: { type: 'adam', lr: 0.001 },

@@ -10,6 +10,7 @@ mean (``coref_f1``, the paper's "average F1", Table 1).
 """
 from typing import Dict
 
+import torch
 from allennlp.common import Lazy
 from allennlp.data import Vocabulary
 from allennlp.models import Model
@@ -48,3 +49,27 @@ class SizedCoreferenceResolver(CoreferenceResolver):
             for name, scorer in zip(CONLL_METRIC_NAMES, self._conll_coref_scores.scorers)
         }
         return {**super().get_metrics(reset), **per_metric_f1}
+
+
+@Seq2SeqEncoder.register("output_dropout")
+class OutputDropout(Seq2SeqEncoder):
+    """An encoder followed by dropout on its output: e2e-coref drops 20 % of the context LSTM's outputs before the span
+    representations (coref_model.py:170 at commit 53c4116, dropout_rate 0.2 in experiments.conf:62);
+    allennlp-models' coref model has no dropout there."""
+
+    def __init__(self, encoder: Seq2SeqEncoder, dropout: float) -> None:
+        super().__init__()
+        self._encoder = encoder
+        self._dropout = torch.nn.Dropout(dropout)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+        return self._dropout(self._encoder(inputs, mask))
+
+    def get_input_dim(self) -> int:
+        return self._encoder.get_input_dim()
+
+    def get_output_dim(self) -> int:
+        return self._encoder.get_output_dim()
+
+    def is_bidirectional(self) -> bool:
+        return self._encoder.is_bidirectional()

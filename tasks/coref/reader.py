@@ -7,10 +7,16 @@ naming file and line instead of an IndexError from an unbalanced coreference bra
 into allennlp-models' instance: the document's words, every candidate span up to ``max_span_width`` words inside a
 sentence, and the gold cluster id of each span (-1 outside any cluster). ``hf:<dataset>:<config>:<split>`` reads the
 Hugging Face hub copy instead (``tasks.srl.hub_ontonotes``).
+
+``random_offset``: a document longer than ``max_sentences`` is cut to a run of ``max_sentences`` sentences starting at
+a random sentence, drawn anew each time the file is read (e2e-coref, coref_model.py:122-132 at commit 53c4116, the
+code of Lee et al. 2017; allennlp-models keeps the first ``max_sentences``). A new run each epoch needs a data loader
+that re-reads the file every epoch (``max_instances_in_memory``).
 """
 import collections
 import logging
-from typing import DefaultDict, Iterable, List, Tuple
+import random
+from typing import DefaultDict, Iterable, List, Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader, Instance
@@ -25,10 +31,19 @@ logger = logging.getLogger(__name__)
 
 @DatasetReader.register("coref_conll2012")
 class CheckedCorefReader(ConllCorefReader):
+    def __init__(self, random_offset: bool = False, seed: Optional[int] = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._random_offset = random_offset
+        self._rng = random.Random(seed)
+
     def _read(self, file_path: str) -> Iterable[Instance]:
         num_documents = 0
         for sentences in _documents(str(file_path)):
             num_documents += 1
+            if self._random_offset and self._max_sentences and len(sentences) > self._max_sentences:
+                # Mentions never cross sentences, so a cut at sentence boundaries keeps whole mentions.
+                offset = self._rng.randint(0, len(sentences) - self._max_sentences)
+                sentences = sentences[offset:offset + self._max_sentences]
             yield self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
         if num_documents == 0:
             raise ConfigurationError(f"{file_path}: expected CoNLL-2012 documents, found none")
