@@ -151,3 +151,29 @@ def test_glove_path_gives_pretrained_word_vectors(knobs, tmp_path):
     weights = model.text_field_embedder.token_embedder_tokens.weight
     assert weights[vocab.get_token_index("lisbon", "tokens")].tolist() == lisbon
     assert weights[vocab.get_token_index("oslo", "tokens")].tolist() == [-1.0] * 50
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+def test_training_batches_are_shuffled(knobs, task):
+    # AllenNLP 2's data loader keeps file order unless told to shuffle (allennlp 0.x iterators, which the paper-era
+    # configs ran with, shuffled every epoch); the bucket sampler shuffles its batches by default.
+    for size in ("paper", "small", "tiny"):
+        knobs(SIZE=size)
+        loader = config_params(task).as_dict()["data_loader"]
+        sampler = loader.get("batch_sampler") or {}
+        assert loader.get("shuffle") is True or (sampler.get("type") == "bucket" and sampler.get("shuffle", True)), size
+
+
+@pytest.mark.parametrize("task, dim, variable", [("srl", 100, "GLOVE_6B_100D"), ("ner", 50, "GLOVE_6B_50D"),
+                                                 ("coref", 300, "GLOVE_840B_300D")])
+def test_paper_profile_gives_each_task_the_glove_its_paper_size_config_reads(knobs, monkeypatch, task, dim, variable):
+    from runner import spec
+
+    for name in ("GLOVE_6B_100D", "GLOVE_6B_50D", "GLOVE_840B_300D"):
+        monkeypatch.setenv(name, f"/glove/{name}.txt")
+    profile, _ = spec.load_profile("paper")
+    run_knobs = spec.run_knobs(profile, task, {}, "test")
+    assert run_knobs["GLOVE_PATH"] == f"/glove/{variable}.txt" and run_knobs["SIZE"] == "paper"
+    knobs(**{name: value for name, value in run_knobs.items() if name in ("GLOVE_PATH", "SIZE")})
+    words = config_params(task).as_dict()["model"]["text_field_embedder"]["token_embedders"]["tokens"]
+    assert (words["pretrained_file"], words["embedding_dim"]) == (f"/glove/{variable}.txt", dim)

@@ -144,6 +144,79 @@ def test_reader_reads_hub_records_one_document_per_part(monkeypatch):
     assert second["metadata"]["clusters"] == []
 
 
+
+def _long_document(tmp_path, num_sentences):
+    """Sentence k is "Sk said ." with "Sk" a mention of cluster 1 (so every sentence has one mention)."""
+    sentences = []
+    for k in range(num_sentences):
+        cells = [(f"S{k}", "(1)"), ("said", "-"), (".", "-")]
+        sentences.append("\n".join(f"x 0 {i} {word} XX * - - - - * {cell}" for i, (word, cell) in enumerate(cells)))
+    path = tmp_path / "long.gold_conll"
+    path.write_text("#begin document (x); part 000\n" + "\n\n".join(sentences) + "\n\n#end document\n")
+    return path
+
+
+def test_random_offset_cuts_training_documents_to_a_random_run_of_sentences(tmp_path):
+    # e2e-coref (coref_model.py:122-145 at 53c4116): a document longer than max_training_sentences is cut to a run of
+    # that many sentences starting at a random sentence, redrawn each time the data is read; mentions are kept with
+    # their positions inside the run.
+    path = str(_long_document(tmp_path, 6))
+    reader = CheckedCorefReader(max_span_width=3, max_sentences=2, random_offset=True, seed=3)
+    offsets = []
+    for _ in range(30):
+        [instance] = reader.read(path)
+        words = instance["metadata"]["original_text"]
+        first = int(words[0][1:])
+        assert words == [f"S{first}", "said", ".", f"S{first + 1}", "said", "."]
+        assert [sorted(c) for c in instance["metadata"]["clusters"]] == [[(0, 0), (3, 3)]]
+        offsets.append(first)
+    assert set(offsets) == set(range(5))  # every start 0..4 drawn over 30 reads
+    again = CheckedCorefReader(max_span_width=3, max_sentences=2, random_offset=True, seed=3)
+    assert [int(next(iter(again.read(path)))["metadata"]["original_text"][0][1:]) for _ in range(30)] == offsets
+
+
+def test_without_random_offset_the_first_sentences_are_kept_and_short_documents_stay_whole(tmp_path):
+    path = str(_long_document(tmp_path, 6))
+    [first] = CheckedCorefReader(max_span_width=3, max_sentences=2).read(path)  # allennlp-models' behaviour
+    assert first["metadata"]["original_text"][::3] == ["S0", "S1"]
+    [whole] = CheckedCorefReader(max_span_width=3, max_sentences=6, random_offset=True, seed=3).read(path)
+    assert whole["metadata"]["original_text"][::3] == [f"S{k}" for k in range(6)]
+
+
+def test_staircase_learning_rate_decay_matches_e2e_coref():
+    # tf.train.exponential_decay(lr0, global_step, 100, 0.999, staircase=True): lr0 * 0.999 ** (global_step // 100),
+    # global_step = optimiser steps already taken (coref_model.py:46-47 at 53c4116).
+    from tasks.coref.schedule import StaircaseExponentialDecay
+
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.001)
+    scheduler = StaircaseExponentialDecay(optimizer, decay_rate=0.999, decay_steps=100)
+    used = []
+    for batch in range(1, 351):  # AllenNLP calls step_batch(n) just before the n-th optimiser step
+        scheduler.step_batch(batch)
+        used.append(optimizer.param_groups[0]["lr"])
+        if batch % 120 == 0:
+            scheduler.step(0.5)  # end of an epoch changes nothing
+    assert used[0] == used[99] == 0.001
+    assert used[100] == used[199] == pytest.approx(0.001 * 0.999)
+    assert used[349] == pytest.approx(0.001 * 0.999 ** 3)
+    with pytest.raises(ValueError, match="decay_rate=1.5"):
+        StaircaseExponentialDecay(optimizer, decay_rate=1.5, decay_steps=100)
+
+
+def test_output_dropout_drops_the_encoder_outputs_only_in_training():
+    from allennlp.modules.seq2seq_encoders import PassThroughEncoder
+
+    from tasks.coref.model import OutputDropout
+
+    encoder = OutputDropout(PassThroughEncoder(4), dropout=0.5)
+    inputs, mask = torch.ones(2, 300, 4), torch.ones(2, 300, dtype=torch.bool)
+    dropped = encoder(inputs, mask)
+    assert 0.4 < (dropped == 0).float().mean() < 0.6 and set(dropped.unique().tolist()) == {0.0, 2.0}
+    encoder.eval()
+    assert torch.equal(encoder(inputs, mask), inputs)
+    assert (encoder.get_input_dim(), encoder.get_output_dim()) == (4, 4)
+
+
 # --- train, evaluate, save/load ----------------------------------------------------------------------------------
 
 def _check_reload_and_metrics(model, run_dir):
