@@ -5,9 +5,10 @@
 // antecedent scoring over the max_antecedents previous spans.
 // SIZE=paper follows e2e-coref's "best" experiment (experiments.conf:38-77 at commit 53c4116, the code of Lee et al.
 // 2017): 250 antecedents, training documents cut to 50 sentences at a random offset, dropout 0.2 inside and after the
-// LSTM, Adam 1e-3 decayed by 0.999 every 100 documents. SIZE small/tiny keep 50 antecedents, the first 50 sentences,
-// no LSTM dropout and lr halving on plateau (CPU budget, tests). What is not matched (speaker and genre features,
-// Turian embeddings, per-sentence LSTM): tasks/coref/README.md.
+// LSTM, Adam 1e-3 decayed by 0.999 every 100 documents, same-speaker and genre features. SIZE small/tiny keep
+// allennlp-models' choices (50 antecedents, the first 50 sentences, no LSTM dropout or metadata features, lr halving
+// on plateau: CPU budget, tests). What is not matched (Turian embeddings, per-sentence LSTM, ...):
+// tasks/coref/README.md.
 // ELMo: input placement = [x; ELMo] into the biLSTM (the paper's best for coref); output placement = [h; ELMo'] on
 // the biLSTM's output, which feeds the span endpoints.
 local elmo = import 'elmo.libsonnet';
@@ -32,6 +33,7 @@ local reader(max_sentences, random_offset=false) = {
   max_sentences: max_sentences,
   random_offset: random_offset,
   seed: elmo.knobs.seed,
+  speaker_genre: paper,  // the inputs of the model's speaker and genre features
   token_indexers: elmo.indexers({
     tokens: { type: 'single_id', lowercase_tokens: false },
     token_characters: { type: 'characters', min_padding_length: 5 },
@@ -60,7 +62,7 @@ elmo.experiment(reader(max_sentences=50, random_offset=paper),
         tokens: word_embedding,
         token_characters: {
           type: 'character_encoding',
-          embedding: { embedding_dim: char_embedding_dim },
+          embedding: { embedding_dim: char_embedding_dim, vocab_namespace: 'token_characters' },
           encoder: {
             type: 'cnn',
             embedding_dim: char_embedding_dim,
@@ -93,6 +95,8 @@ elmo.experiment(reader(max_sentences=50, random_offset=paper),
     max_span_width: max_span_width,
     spans_per_word: 0.4,
     max_antecedents: elmo.size(250, 50, 50),  // e2e-coref experiments.conf:40; memory: tasks/coref/README.md
+    // same-speaker and genre embeddings in every span pair (e2e-coref use_metadata, experiments.conf:55)
+    speaker_genre_features: paper,
     lexical_dropout: 0.5,
   } + elmo.model_common,
   data_loader: {

@@ -132,12 +132,13 @@ def test_paper_and_small_sizes_build_with_elmo_at_both(knobs, task, size):
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) > 0
 
 
-@pytest.mark.parametrize("task", ["ner", "squad"])
+@pytest.mark.parametrize("task", ["ner", "squad", "coref"])
 def test_character_embeddings_are_sized_by_the_character_vocabulary(knobs, task):
     """Embedding's vocab_namespace defaults to "tokens": without it the char-CNN's table would have one row per word."""
     vocab = sample_vocabulary(task)
     model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
-    characters = model.text_field_embedder.token_embedder_token_characters._embedding._module
+    embedder = getattr(model, "text_field_embedder", None) or model._text_field_embedder  # coref: private name
+    characters = embedder.token_embedder_token_characters._embedding._module
     assert characters.num_embeddings == vocab.get_vocab_size("token_characters")
 
 

@@ -217,6 +217,72 @@ def test_output_dropout_drops_the_encoder_outputs_only_in_training():
     assert (encoder.get_input_dim(), encoder.get_output_dim()) == (4, 4)
 
 
+
+def _speaker_document(tmp_path, document_id, speakers):
+    """One sentence per speaker: "<speaker> spoke ." with the first word a mention of cluster 1."""
+    sentences = []
+    for speaker in speakers:
+        cells = [(speaker.capitalize(), "(1)"), ("spoke", "-"), (".", "-")]
+        sentences.append("\n".join(f"{document_id} 0 {i} {word} XX * - - - {speaker} * {cell}"
+                                    for i, (word, cell) in enumerate(cells)))
+    path = tmp_path / f"{document_id.replace('/', '_')}.gold_conll"
+    path.write_text(f"#begin document ({document_id}); part 000\n" + "\n\n".join(sentences) + "\n\n#end document\n")
+    return str(path)
+
+
+def test_reader_gives_speaker_ids_and_genre(tmp_path):
+    reader = CheckedCorefReader(max_span_width=3, speaker_genre=True)
+    [instance] = reader.read(_speaker_document(tmp_path, "bc/cctv/00/cctv_0001", ["ann", "bob", "ann", "-"]))
+    assert instance["speaker_ids"].tensor.tolist() == [0] * 3 + [1] * 3 + [0] * 3 + [2] * 3
+    assert instance["genre"].label == 0  # "bc", the first of e2e-coref's genres
+    [other] = reader.read(_speaker_document(tmp_path, "wb/x/00/x_0001", ["ann"]))
+    assert other["genre"].label == 6
+    [unknown] = reader.read(_speaker_document(tmp_path, "zz/x/00/x_0001", ["ann"]))
+    assert unknown["genre"].label == 7
+    # cut to 2 sentences at a random offset: the speakers are cut with the words
+    reader = CheckedCorefReader(max_span_width=3, speaker_genre=True, max_sentences=2, random_offset=True, seed=1)
+    for _ in range(5):
+        [cut] = reader.read(_speaker_document(tmp_path, "bc/cctv/00/cctv_0001", ["ann", "bob", "cy", "dan"]))
+        assert len(cut["speaker_ids"].tensor) == len(cut["metadata"]["original_text"]) == 6
+        assert cut["speaker_ids"].tensor.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_same_speaker_and_genre_features_of_every_span_pair(task_env, tmp_path):
+    from allennlp.common import Params
+    from allennlp.common.plugins import import_plugins
+    from allennlp.data import Batch, Vocabulary
+    from allennlp.models import Model
+
+    import_plugins()
+    from allennlp.data import DatasetReader
+
+    path = _speaker_document(tmp_path, "nw/x/00/x_0001", ["ann", "bob", "ann", "cy", "bob"])
+    config = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"))  # SIZE=tiny
+    reader_params, params = config.pop("dataset_reader"), config.pop("model")
+    reader_params["speaker_genre"], params["speaker_genre_features"] = True, True
+    [instance] = DatasetReader.from_params(reader_params).read(path)
+    vocab = Vocabulary.from_instances([instance])
+    model = Model.from_params(vocab=vocab, params=params).eval()
+    feature_size, span_dim = 4, model._mention_feedforward._module.get_input_dim()  # SIZE=tiny
+    assert model._antecedent_feedforward._module.get_input_dim() == 3 * span_dim + 3 * feature_size
+    batch = Batch([instance])
+    batch.index_instances(vocab)
+    tensors = batch.as_tensor_dict()
+    output = model(**tensors)
+    starts = output["top_spans"][0, :, 0]
+    antecedents = output["antecedent_indices"].view(len(starts), -1)  # (kept spans, max antecedents)
+    speakers = tensors["speaker_ids"][0]
+    features = model.pair_metadata_features[0]
+    for i in range(len(starts)):
+        for a, j in enumerate(antecedents[i].tolist()):
+            same = int(speakers[starts[i]] == speakers[starts[j]])
+            assert torch.equal(features[i, a, :feature_size], model._same_speaker_embedding.weight[same])
+            assert torch.equal(features[i, a, feature_size:], model._genre_embedding.weight[3])  # "nw"
+    del tensors["speaker_ids"]
+    with pytest.raises(ValueError, match="needs the reader's speaker_ids and genre fields"):
+        model(**tensors)
+
+
 # --- train, evaluate, save/load ----------------------------------------------------------------------------------
 
 def _check_reload_and_metrics(model, run_dir):

@@ -12,14 +12,22 @@ Hugging Face hub copy instead (``tasks.srl.hub_ontonotes``).
 a random sentence, drawn anew each time the file is read (e2e-coref, coref_model.py:122-132 at commit 53c4116, the
 code of Lee et al. 2017; allennlp-models keeps the first ``max_sentences``). A new run each epoch needs a data loader
 that re-reads the file every epoch (``max_instances_in_memory``).
+
+``speaker_genre``: add e2e-coref's metadata inputs (``use_metadata``, experiments.conf:55 at 53c4116) for the model's
+same-speaker and genre features: ``speaker_ids`` (per word, equal ids = same speaker, from the speaker column) and
+``genre`` (index of the document id's first two letters in ``GENRES``, experiments.conf:72 and coref_model.py:118;
+an id outside the list, or a hub record, gets ``len(GENRES)``).
 """
 import collections
 import logging
 import random
 from typing import DefaultDict, Iterable, List, Optional, Tuple
 
+import torch
+
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader, Instance
+from allennlp.data.fields import LabelField, TensorField
 from allennlp_models.common.ontonotes import Ontonotes
 from allennlp_models.coref.dataset_readers.conll import ConllCorefReader
 
@@ -28,23 +36,32 @@ from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
 
+GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")  # OntoNotes genres, e2e-coref experiments.conf:72
+
 
 @DatasetReader.register("coref_conll2012")
 class CheckedCorefReader(ConllCorefReader):
-    def __init__(self, random_offset: bool = False, seed: Optional[int] = None, **kwargs) -> None:
+    def __init__(self, random_offset: bool = False, seed: Optional[int] = None, speaker_genre: bool = False,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self._random_offset = random_offset
+        self._speaker_genre = speaker_genre
         self._rng = random.Random(seed)
 
     def _read(self, file_path: str) -> Iterable[Instance]:
         num_documents = 0
         for sentences in _documents(str(file_path)):
             num_documents += 1
-            if self._random_offset and self._max_sentences and len(sentences) > self._max_sentences:
+            if self._max_sentences and len(sentences) > self._max_sentences:
                 # Mentions never cross sentences, so a cut at sentence boundaries keeps whole mentions.
-                offset = self._rng.randint(0, len(sentences) - self._max_sentences)
+                offset = self._rng.randint(0, len(sentences) - self._max_sentences) if self._random_offset else 0
                 sentences = sentences[offset:offset + self._max_sentences]
-            yield self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
+            instance = self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
+            if self._speaker_genre:
+                speaker_ids, genre = _speakers_and_genre(sentences)
+                instance.add_field("speaker_ids", TensorField(torch.tensor(speaker_ids, dtype=torch.long)))
+                instance.add_field("genre", LabelField(genre, skip_indexing=True))
+            yield instance
         if num_documents == 0:
             raise ConfigurationError(f"{file_path}: expected CoNLL-2012 documents, found none")
         logger.info("Read %d coreference documents from %s", num_documents, file_path)
@@ -69,3 +86,16 @@ def _document_clusters(sentences) -> List[List[Tuple[int, int]]]:
             clusters[cluster_id].append((sentence_start + start, sentence_start + end))
         sentence_start += len(sentence.words)
     return [sorted(spans) for _, spans in sorted(clusters.items())]
+
+
+def _speakers_and_genre(sentences) -> Tuple[List[int], int]:
+    """Per-word speaker ids (numbered by first appearance in the document; '-' is a speaker like any other, as in
+    e2e-coref's minimize.py) and the genre index. Hub sentences carry neither: one speaker, unknown genre."""
+    numbers: dict = {}
+    speaker_ids = []
+    for sentence in sentences:
+        for speaker in getattr(sentence, "speakers", None) or [None] * len(sentence.words):
+            speaker_ids.append(numbers.setdefault(speaker, len(numbers)))
+    document_id = getattr(sentences[0], "document_id", None) or ""
+    genre = GENRES.index(document_id[:2]) if document_id[:2] in GENRES else len(GENRES)
+    return speaker_ids, genre
