@@ -1,7 +1,8 @@
 // NER on CoNLL-2003 (paper Sec. 4, Table 1: baseline 90.15 -> ELMo 92.22 test F1).
 // Model: char-CNN + word embeddings -> 2-layer biLSTM -> CRF (allennlp's crf_tagger), hyperparameters from
-// allennlp-models' ner_elmo config (Adam 1e-3, clip 5, batch 64, dropout 0.5, lambda 0.1 there; the paper says
-// NER is insensitive to lambda, we keep the shared ELMO_LAMBDA knob). See tasks/ner/README.md.
+// allennlp-models' ner_elmo config (Adam 1e-3, clip 5, batch 64, dropout 0.5; its lambda 0.1 is set by the paper
+// profile's Table 1 through the shared ELMO_LAMBDA knob). GloVe 6B 50-d as ner_elmo (the paper's Keras model used
+// Senna 50-d). Every size is the same model apart from widths. See tasks/ner/README.md.
 local elmo = import 'elmo.libsonnet';
 
 local word_embedding = elmo.word_embedding(glove_dim=50, scratch_dim=elmo.size(50, 50, 8), glove_trainable=true);
