@@ -1,7 +1,8 @@
 """Downstream tasks of the ELMo paper (Sec. 4): one sub-package per task."""
-from tasks.knobs import apply_defaults
+from tasks.knobs import apply_defaults, check_environment
 
 apply_defaults()
+check_environment()
 
 # Shared task infrastructure and the task packages (registered AllenNLP components).
 from tasks import elmo_input_sized, spacy_blank_tokenizer, subsample  # noqa: E402,F401
