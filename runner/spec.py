@@ -130,7 +130,8 @@ def _key_error(where: str, key: str, expected: str, found) -> SpecError:
 
 
 def _unknown(where: str, key: str, known, what: str) -> SpecError:
-    close = difflib.get_close_matches(key, list(known), n=1)
+    leaf = re.split(r"[.\[\]']+", key.strip("]'"))[-1]  # 'tasks['nerr']' -> nerr, 'columns[0].knob' -> knob
+    close = difflib.get_close_matches(leaf, list(known), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     return SpecError(f"{where}: key '{key}': not a {what}{hint}; expected one of {', '.join(sorted(known))}")
 
