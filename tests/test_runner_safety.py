@@ -4,6 +4,7 @@ Most tests run the runner in this process with a stand-in for ``allennlp train``
 points at a few lines of Python that write what a training writes), so the runner's own logic is what is tested, in
 seconds. The interrupt and the two-runner tests start real runner processes with real trainings and real signals.
 """
+import builtins
 import errno
 import json
 import os
@@ -18,7 +19,6 @@ import pytest
 
 import runner.__main__ as runner_main
 import runner.execute as execute
-from runner.inputs import Checksums
 from tasks.knobs import knob_problems
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,8 +158,7 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     path = write_profile(tmp_path, task_knobs={"ner": {"TRAIN_PATH": str(data)}})
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     [result_path] = result_paths(tmp_path)
-    recorded = json.loads(result_path.read_text())["inputs"]
-    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"] is None  # empty knob: the bundled sample
+    recorded = json.loads(result_path.read_text()).get("inputs")
 
     os.utime(data)  # touched, same bytes: still finished
     assert runner_main.main(runner_args(tmp_path, path)) == 0
@@ -171,6 +170,7 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     assert "1 finished runs read files that have changed since" in err
     assert f"{result_path.parent}: TRAIN_PATH ({data})" in err and "--redo-stale" in err
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # no table from stale results
+    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"] is None  # empty knob: the bundled sample
     assert len(fake_training) == 1
 
     assert runner_main.main(runner_args(tmp_path, path, "--redo-stale")) == 0
@@ -180,6 +180,8 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
 
 
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
+    from runner.inputs import Checksums
+
     data = tmp_path / "glove.txt"
     data.write_bytes(b"the 0.1 0.2\n")
     assert Checksums(tmp_path / "sums.json").of(data) and not Checksums(tmp_path / "sums.json").known  # too new
@@ -226,7 +228,7 @@ def test_truncated_result_counts_as_missing_and_is_redone(content, tmp_path, cap
 
 
 def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsys, fake_training, monkeypatch):
-    real_open = open
+    real_open = builtins.open
 
     def open_on_a_full_disk(file, mode="r", *args, **kwargs):
         f = real_open(file, mode, *args, **kwargs)
@@ -237,7 +239,16 @@ def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsy
             real_write, f.write = f.write, write
         return f
 
-    monkeypatch.setattr(execute, "open", open_on_a_full_disk, raising=False)
+    monkeypatch.setattr(builtins, "open", open_on_a_full_disk)  # (only result.json.partial is affected)
+    real_write_text = Path.write_text
+
+    def write_text_on_a_full_disk(self, text, *args, **kwargs):  # (the runner before issue 12 wrote this way)
+        if self.name.endswith("result.json.partial"):
+            real_write_text(self, text[:len(text) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write_text(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text_on_a_full_disk)
     path = write_profile(tmp_path)
     assert runner_main.main(runner_args(tmp_path, path)) == 1
     err = capsys.readouterr().err
