@@ -279,7 +279,10 @@ def interrupted_sweep(tmp_path_factory):
     """Runner A trains the first of two long runs; runner B is started on the same runs directory; then A gets a
     SIGINT (sent to A alone: A must stop the training itself). Returns what was seen."""
     tmp_path = tmp_path_factory.mktemp("interrupt")
+    long_data = tmp_path / "train.txt"  # long epochs: early stopping (patience 25) must not end the run first
+    long_data.write_text(NER_TRAIN.read_text() * 500)
     path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "100000"},
+                         task_knobs={"ner": {"TRAIN_PATH": str(long_data)}},
                          sweep_overrides={"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}})
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
