@@ -36,6 +36,8 @@ def parse_args(argv=None):
     p.add_argument("--build-only", action="store_true", help="only rebuild tables and figures from existing runs")
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
+    p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
+                   "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
 
@@ -77,6 +79,11 @@ def main(argv=None) -> int:
 
     if not args.build_only:
         wanted = [r for r in runs if not (args.baselines_only and r.uses_elmo)]
+        from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
+
+        status = run_preflight(profile, wanted, cells, args)
+        if status is not None:
+            return status
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile))
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
