@@ -69,7 +69,11 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
             same_variable = [h for h in hints.values() for v in unset if h.startswith(f"set {v} ")]
             hint = hints.get(f"{run.task}.{name}", hints.get(name, (same_variable or [f"set {name}"])[0]))
             found = f"environment variable {', '.join(unset)} is not set" if unset else "nothing there"
-            problems[value] = Problem(value, f"the {name} of {run.task} ({'a data file or directory' if name in DATA_KNOBS else 'a file'})",
+            key = ",".join(unset) or value  # one problem per unset variable
+            if key in problems:
+                problems[key].file += f", {value}"
+                continue
+            problems[key] = Problem(value, f"the {name} of {run.task} ({'a data file or directory' if name in DATA_KNOBS else 'a file'})",
                                       found, hint[0].upper() + hint[1:])
     return list(problems.values())
 
@@ -228,6 +232,7 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
     from runner.cache import _task_params, _texts
 
     params = _task_params(task, knobs)  # as the activation cache reads: ELMo indexer on, full training set
+    reader_type = params["dataset_reader"].get("type")  # from_params pops it
     readers = {"TRAIN_PATH": DatasetReader.from_params(Params(params["dataset_reader"]))}
     validation = params.get("validation_dataset_reader")
     readers["DEV_PATH"] = readers["TEST_PATH"] = (DatasetReader.from_params(Params(validation)) if validation
@@ -252,9 +257,9 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
         try:
             instances = list(readers[split].read(str(sample)))
         except Exception as e:  # whatever the reader raises is the problem to report
-            problems.append(Problem(str(shown), f"{task} {split} data that its reader "
-                                    f"({params['dataset_reader'].get('type')}) reads",
-                                    _first_line(e).replace(str(sample), str(shown)),
+            message = _first_line(e).replace(str(sample), str(shown))
+            problems.append(Problem(str(shown), f"{task} {split} data that its reader ({reader_type}) reads",
+                                    message[len(f"{shown}: "):] if message.startswith(f"{shown}: ") else message,
                                     f"Check the file against tasks/{task}/README.md, 'Data'"))
             continue
         texts = {tuple(t) for instance in instances for field in instance.fields.values() for t in _texts(field)}
