@@ -156,7 +156,7 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
             problems.append(Problem(str(path), f"{expected}-d GloVe vectors ({task} config {where}.embedding_dim, "
                                                f"SIZE {config_size(profile, task)})", what,
                                     f"Set {_variables(raw)} to a {expected}-d GloVe text file "
-                                    f"(e.g. glove.6B.{expected}d.txt; {task}/README.md says which)"))
+                                    f"(e.g. glove.6B.{expected}d.txt; tasks/{task}/README.md says which)"))
     return problems
 
 
@@ -362,7 +362,7 @@ def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], c
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
 # ---------------------------------------------------------------- GPU timing for the plan
@@ -411,7 +411,7 @@ def time_training_batches(task: str, knobs: Dict[str, str], data_file: Path, dev
     return seconds / counted
 
 
-def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int) -> List[str]:
+def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: List[Path]) -> List[str]:
     """Per task: the measured seconds per training instance of its baseline and ELMo configs, times the training
     instances of every run (TRAIN_FRACTION) and its maximum epochs (an upper bound: early stopping ends sooner,
     validation passes not counted)."""
@@ -427,8 +427,16 @@ def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int) -> List[s
             k = run.knob_dict
             key = (k["ELMO"], k["ELMO_MIX"])
             if key not in per_instance:
-                per_instance[key] = time_training_batches(task, {**k, "CUDA_DEVICE": str(index)}, sample,
-                                                          f"cuda:{index}")
+                timed = {**k, "CUDA_DEVICE": str(index)}
+                if run.uses_elmo and any(repo_path(k["ELMO_WEIGHTS"]).is_relative_to(d) for d in exclude):
+                    sources = _bilm_sources(profile)  # not fine-tuned yet: the weights it starts from, same shapes
+                    if sources:
+                        timed["ELMO_OPTIONS"], timed["ELMO_WEIGHTS"] = sources[0]
+                try:
+                    per_instance[key] = time_training_batches(task, timed, sample, f"cuda:{index}")
+                except Exception as e:  # the plan says why instead of stopping
+                    lines.append(f"  {task} ELMo {key[0]}/{key[1]}: not timed ({_first_line(e)})")
+                    per_instance[key] = 0.0
             epochs = task_config(task, k)["trainer"]["num_epochs"]
             hours += per_instance[key] * train.instances * float(k["TRAIN_FRACTION"]) * epochs / 3600
         timings = ", ".join(f"ELMo {e}/{m}: {1000 * s:.2f} ms" for (e, m), s in sorted(per_instance.items()))
@@ -496,7 +504,8 @@ def _gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]
     if not measure:
         return ["GPU hours: run with --check for an estimate from a short timing on this GPU."]
     return [f"GPU hours per task, from {TIMED_BATCHES} timed training batches each on "
-            f"{describe(f'cuda:{index or 0}')}:"] + gpu_hours(profile, runs, samples, scratch, index or 0)
+            f"{describe(f'cuda:{index or 0}')}:"] + gpu_hours(profile, runs, samples, scratch, index or 0,
+                                                                  bilm_outputs(profile))
 
 
 def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_cache: bool) -> List[str]:
