@@ -110,12 +110,14 @@ def paper_runs(sweeps=None, **profile_changes):
     return profile, unique_runs(cells), cells
 
 
-def check(tmp_path, monkeypatch, env, **profile_changes):
+def check(tmp_path, monkeypatch, env, tasks=None, **profile_changes):
+    """The preflight of the paper profile's Table 1 runs (of ``tasks``, default all)."""
     from runner.preflight import preflight
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     profile, runs, cells = paper_runs(["table1"], **profile_changes)
+    runs = [r for r in runs if tasks is None or r.task in tasks]
     return preflight(profile, runs, cells, tmp_path / "cache", use_cache=True)
 
 
@@ -173,17 +175,23 @@ def _bad_ner_line(env, root):
     _replace(Path(env["CONLL2003_DIR"]) / "eng.train", "Keller NNP I-NP I-PER", "Keller NNP I-PER")
 
 
-# defect -> (plant it: (env, root) -> env changes, what the problem must say)
+# defect -> (the task whose runs are checked (the passing case above checks all), plant it: (env, root) -> env
+# changes, what the one problem must say)
 DEFECTS = {
-    "missing_file": (lambda env, root: (Path(env["SST_DIR"]) / "dev.txt").unlink(), ["sst_dir/dev.txt", "nothing there"]),
-    "unset_variable": (lambda env, root: {"SNLI_DIR": None}, ["environment variable SNLI_DIR is not set", "snli"]),
-    "unreadable_file": (_bad_ner_line, ["eng.train", "ner TRAIN_PATH data that its reader (conll2003_checked)", "found line 4: expected 4 columns"]),
-    "glove_dimension": (lambda env, root: {"GLOVE_6B_50D": env["GLOVE_6B_100D"]},
+    "missing_file": ("sst", lambda env, root: (Path(env["SST_DIR"]) / "dev.txt").unlink(),
+                     ["sst_dir/dev.txt", "nothing there"]),
+    "unset_variable": ("snli", lambda env, root: {"SNLI_DIR": None},
+                       ["environment variable SNLI_DIR is not set", "snli", "https://nlp.stanford.edu/projects/snli/"]),
+    "unreadable_file": ("ner", _bad_ner_line, ["eng.train", "ner TRAIN_PATH data that its reader (conll2003_checked)",
+                                               "found line 4: expected 4 columns"]),
+    "glove_dimension": ("ner", lambda env, root: {"GLOVE_6B_50D": env["GLOVE_6B_100D"]},
                         ["glove.100d.txt", "expected 50-d GloVe vectors (ner config", "100-d vectors", "GLOVE_6B_50D"]),
-    "only_other_languages": (_remove_english, ["data/train", "found only non-English ones (2 arabic, 2 chinese)"]),
-    "other_release": (_v4_files_for_srl, ["data/train", "release v12 (conll-formatted-ontonotes-5.0", "the release srl expects",
-                                          "2 file(s) of release v4", "v4_gold_conll"]),
-    "weights_disagree_with_options": (_wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32", "found shape (16, 64)"]),
+    "only_other_languages": ("srl", _remove_english, ["data/train",
+                                                      "found only non-English ones (2 arabic, 2 chinese)"]),
+    "other_release": ("srl", _v4_files_for_srl, ["data/train", "release v12 (conll-formatted-ontonotes-5.0",
+                                                 "the release srl expects", "2 file(s) of release v4", "v4_gold_conll"]),
+    "weights_disagree_with_options": ("ner", _wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32",
+                                                              "found shape (16, 64)"]),
 }
 
 
@@ -193,7 +201,7 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
     copy = tmp_path / "inputs"
     shutil.copytree(root, copy)
     env = {k: v.replace(str(root), str(copy)) for k, v in env.items()}
-    plant, expected = DEFECTS[defect]
+    task, plant, expected = DEFECTS[defect]
     changes = plant(env, copy) or {}
     for name, value in changes.items():
         if value is None:
@@ -201,7 +209,7 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
             env.pop(name)
         else:
             env[name] = value
-    problems, _ = check(tmp_path, monkeypatch, env)
+    problems, _ = check(tmp_path, monkeypatch, env, tasks=[task])
     assert len(problems) == 1, "\n".join(map(str, problems))
     line = str(problems[0])
     for part in expected:
@@ -214,7 +222,7 @@ def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(runner.preflight.shutil, "disk_usage", lambda path: usage(10, 10, 0))
-    problems, _ = check(tmp_path, monkeypatch, stand_in[1])
+    problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"])
     assert len(problems) == 1 and "of disk for the activation caches" in str(problems[0])
     assert str(tmp_path / "cache") in str(problems[0]) and "--no-cache" in str(problems[0])
 
@@ -224,7 +232,7 @@ def test_preflight_refuses_a_cuda_profile_without_a_usable_gpu(stand_in, tmp_pat
 
     reason = "GPU 0 (NVIDIA H100, compute capability 9.0) cannot run this torch's kernels: built for sm_37 sm_75"
     monkeypatch.setattr(elmo_module.device, "cuda_problem", lambda index=0: reason)
-    problems, _ = check(tmp_path, monkeypatch, stand_in[1], device="cuda")
+    problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"], device="cuda")
     assert len(problems) == 1 and str(problems[0]).startswith("GPU 0: expected a CUDA GPU") and reason in str(problems[0])
 
 
@@ -233,11 +241,12 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
 
     for name, value in stand_in[1].items():
         monkeypatch.setenv(name, value)
-    profile, _, _ = paper_runs(["table1"])
+    profile, _, _ = paper_runs(["table1"], tasks=["ner", "srl"])
     (tmp_path / "p.json").write_text(json.dumps(profile))
     assert main(["--profile", str(tmp_path / "p.json"), "--check", "--runs-dir", str(tmp_path / "runs"),
                  "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
-    assert "plan of profile 'paper'" in capsys.readouterr().out and not (tmp_path / "runs").exists()
+    out = capsys.readouterr().out
+    assert "plan of profile 'paper'" in out and "srl TRAIN_PATH: 2 files" in out and not (tmp_path / "runs").exists()
 
 
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):
