@@ -343,8 +343,9 @@ def _directory_bytes(path: Path) -> int:
 
 
 def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], cache_dir: Path,
-               exclude: List[Path]) -> Tuple[Dict[str, int], int, int]:
-    """(estimated cache bytes per task, free bytes for them, bytes the cache directory already holds)."""
+               exclude: List[Path]) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
+    """({task: (estimated cache bytes, how they were computed)}, free bytes for them, bytes the cache directory
+    already holds)."""
     sizes = {}
     for task in sorted({r.task for r in runs if r.uses_elmo}):
         run = next(r for r in runs if r.task == task and r.uses_elmo)
@@ -353,7 +354,9 @@ def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], c
         if options is None or not samples.get(task):
             continue
         tokens = sum(s.tokens for s in samples[task].values())
-        sizes[task] = tokens * bytes_per_token(options.n_layers + 1, options.output_dim)
+        per_token = bytes_per_token(options.n_layers + 1, options.output_dim)
+        sizes[task] = (tokens * per_token, f"{tokens:,} tokens x {per_token:,} B: {options.n_layers + 1} layers x "
+                                           f"{options.output_dim}")
     existing = _directory_bytes(cache_dir)
     anchor = cache_dir
     while not anchor.exists():
@@ -481,9 +484,10 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
                                         "profile's knobs", _first_line(e), "Fix the knob it names"))
         problems += weights_problems(profile, runs, exclude)
         sizes, free, existing = cache_plan(profile, runs, samples, cache_dir, exclude) if use_cache else ({}, 0, 0)
-        if use_cache and sum(sizes.values()) > free + existing:
-            problems.append(Problem(str(cache_dir), f"{_gb(sum(sizes.values()))} of disk for the activation caches "
-                                    f"({', '.join(f'{t} {_gb(b)}' for t, b in sizes.items())}, estimated)",
+        need = sum(b for b, _ in sizes.values())
+        if use_cache and need > free + existing:
+            problems.append(Problem(str(cache_dir), f"{_gb(need)} of disk for the activation caches "
+                                    f"({', '.join(f'{t} {_gb(b)}' for t, (b, _) in sizes.items())}, estimated)",
                                     f"{_gb(free)} free (and {_gb(existing)} of caches already there)",
                                     "Free space, give --cache-dir on a larger disk, or run with --no-cache (the biLM "
                                     "then runs inside every ELMo run)"))
@@ -539,8 +543,8 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
                          f"{skipped}")
     if use_cache:
         lines.append(f"activation caches in {cache_dir}: "
-                     + (", ".join(f"{t} ~{_gb(b)}" for t, b in sizes.items()) or "none")
-                     + f"; total ~{_gb(sum(sizes.values()))}, {_gb(free)} free")
+                     + (", ".join(f"{t} ~{_gb(b)} ({how})" for t, (b, how) in sizes.items()) or "none")
+                     + f"; total ~{_gb(sum(b for b, _ in sizes.values()))}, {_gb(free)} free")
     else:
         lines.append("activation caches: off (the biLM runs inside every ELMo run)")
     return lines
