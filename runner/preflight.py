@@ -73,8 +73,8 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
             if key in problems:
                 problems[key].file += f", {value}"
                 continue
-            problems[key] = Problem(value, f"the {name} of {run.task} ({'a data file or directory' if name in DATA_KNOBS else 'a file'})",
-                                      found, hint[0].upper() + hint[1:])
+            kind = "a data file or directory" if name in DATA_KNOBS else "a file"
+            problems[key] = Problem(value, f"the {name} of {run.task} ({kind})", found, hint[0].upper() + hint[1:])
     return list(problems.values())
 
 
@@ -210,7 +210,8 @@ def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem],
     try:
         files, skipped = scan_conll2012(str(path))
     except ConfigurationError as e:
-        return [Problem(str(path), f"the {task} {split} data, English *gold_conll files", _first_line(e).split(": ", 1)[-1],
+        found = _first_line(e).split(": ", 1)[-1]
+        return [Problem(str(path), f"the {task} {split} data, English *gold_conll files", found,
                         f"See tasks/{task}/README.md, 'Data'")], None, 0, {}
     problems = []
     other = Counter(release_of(f) for f in files if release_of(f) != expected)
@@ -312,7 +313,7 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
         o, w = repo_path(options_path), repo_path(weights_path)
         if any(p.is_relative_to(d) for p in (o, w) for d in exclude) or not (o.is_file() and w.is_file()):
             continue  # written by the profile's biLM stages, or reported missing
-        fix = "Use the options file that was released with these weights (same name stem, see https://allennlp.org/elmo)"
+        fix = "Use the options file released with these weights (same name stem, see https://allennlp.org/elmo)"
         try:
             options = BiLmOptions.load(o)
             wrong = layout_mismatches(w, options)

@@ -189,7 +189,8 @@ DEFECTS = {
     "only_other_languages": ("srl", _remove_english, ["data/train",
                                                       "found only non-English ones (2 arabic, 2 chinese)"]),
     "other_release": ("srl", _v4_files_for_srl, ["data/train", "release v12 (conll-formatted-ontonotes-5.0",
-                                                 "the release srl expects", "2 file(s) of release v4", "v4_gold_conll"]),
+                                                 "the release srl expects", "2 file(s) of release v4",
+                                                 "v4_gold_conll"]),
     "weights_disagree_with_options": ("ner", _wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32",
                                                               "found shape (16, 64)"]),
 }
@@ -233,7 +234,8 @@ def test_preflight_refuses_a_cuda_profile_without_a_usable_gpu(stand_in, tmp_pat
     reason = "GPU 0 (NVIDIA H100, compute capability 9.0) cannot run this torch's kernels: built for sm_37 sm_75"
     monkeypatch.setattr(elmo_module.device, "cuda_problem", lambda index=0: reason)
     problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"], device="cuda")
-    assert len(problems) == 1 and str(problems[0]).startswith("GPU 0: expected a CUDA GPU") and reason in str(problems[0])
+    assert len(problems) == 1 and str(problems[0]).startswith("GPU 0: expected a CUDA GPU")
+    assert reason in str(problems[0])
 
 
 def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeypatch, capsys):
