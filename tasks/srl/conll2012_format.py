@@ -4,7 +4,8 @@ allennlp-models' ``Ontonotes`` reader indexes the columns of each line by positi
 coreference spans: on a malformed line it fails with an ``IndexError`` deep inside the reader, or it silently drops or
 misaligns annotations (a row with fewer columns shortens the label sequences, an unclosed span is forgotten). Both our
 readers run :func:`check_conll2012_file` on every file first, so bad input gives one line naming the file, the line,
-what was expected and what was found.
+what was expected and what was found. ``conll2012_files`` keeps English files only (a standard tree also holds
+chinese/ and arabic/) and tells the two releases apart (``RELEASES``): SRL expects v12, coreference v4.
 
 Columns of a ``*_gold_conll`` line (CoNLL-2012 shared task): 1 document id, 2 part number, 3 word number, 4 word,
 5 POS, 6 parse bit, 7 predicate lemma, 8 frameset id, 9 word sense, 10 speaker, 11 named entities, 12..N-1 one
@@ -38,8 +39,8 @@ COREF_SEGMENT = re.compile(r"^(?:\((?P<single>\d+)\)|\((?P<open>\d+)|(?P<close>\
 # The two releases of OntoNotes 5.0 in the CoNLL format, told apart by their file names:
 # - "v4": the CoNLL-2012 shared task (Pradhan et al. 2012), conll-2012/v4/data/{train,development,test}/data/<language>/
 #   annotations/<genre>/<source>/<nn>/<doc>.v4_gold_conll after conll-2012/v3/scripts/skeleton2conll.sh; Lee et al.
-#   2017's coreference data (e2e-coref setup_training.sh:9-12 downloads conll-2012-{train,development}.v4 and the
-#   test key, :24-28 concatenates conll-2012/v4/data/<split>/data/<language>/annotations/*/*/*/*.v4_*_conll).
+#   2017's coreference data (e2e-coref setup_training.sh:10-12 downloads conll-2012-{train,development}.v4 and the
+#   test key, :25-34 concatenates conll-2012/v4/data/<split>/data/<language>/annotations/*/*/*/*.v4_*_conll).
 # - "v12": the CoNLL-formatted OntoNotes 5.0 release v12 (Pradhan et al. 2013; github.com/ontonotes/
 #   conll-formatted-ontonotes-5.0, tag v12), conll-formatted-ontonotes-5.0/data/{train,development,test,
 #   conll-2012-test}/data/english/annotations/.../<doc>.gold_conll; He et al. 2017's SRL data (deep_srl
