@@ -43,6 +43,8 @@ def parse_args(argv=None):
                         "result.json is kept as result.stale.json); without it the runner stops and lists them")
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
+    p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
+                   "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
 
@@ -108,12 +110,17 @@ def _main(argv=None) -> int:
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
 
     if not args.build_only:
+        selected = unique_runs([c for c in cells if not only or c.sweep in only])
+        wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+        from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
+
+        status = run_preflight(profile, wanted, cells, args)
+        if status is not None:
+            return status
         lock_problem = lock_runs_dir(runs_dir)
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
-        selected = unique_runs([c for c in cells if not only or c.sweep in only])
-        wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile))
             if not args.baselines_only and any(r.uses_elmo for r in wanted):

@@ -21,6 +21,7 @@ from tasks.srl.conll2012_format import check_conll2012_file, conll2012_files
 from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
+EXPECTED_RELEASE = "v4"
 
 
 @DatasetReader.register("coref_conll2012")
@@ -40,7 +41,8 @@ def _documents(path: str):
         yield from hub_documents(path)
         return
     ontonotes = Ontonotes()
-    for conll_file in conll2012_files(path):
+    # English only; Lee et al. 2017 used the CoNLL-2012 shared-task release v4 (conll2012_format.RELEASES)
+    for conll_file in conll2012_files(path, expected_release=EXPECTED_RELEASE, task="coreference"):
         check_conll2012_file(conll_file)
         yield from ontonotes.dataset_document_iterator(conll_file)
 
