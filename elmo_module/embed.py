@@ -4,6 +4,7 @@
 
 Batches are consecutive lines in file order (row j of batch i is line i*B + j), so a stateful run is reproducible.
 """
+import codecs
 import json
 import os
 from pathlib import Path
@@ -38,6 +39,8 @@ def read_sentences(path) -> List[List[str]]:
     sentences = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -99,7 +99,7 @@ class BiLmOptions:
         if not path.is_file():
             raise ElmoInputError(f"options file '{path}' does not exist")
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no JSON
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ElmoInputError(f"options file '{path}' is not valid JSON: {e}") from None
         if not isinstance(d, dict):

@@ -7,7 +7,6 @@ reads the hub's PTB trees instead (tasks/hub_data.py).
 """
 from typing import Iterable
 
-from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp_models.classification.dataset_readers.stanford_sentiment_tree_bank import (
     StanfordSentimentTreeBankDatasetReader,
@@ -16,7 +15,7 @@ from nltk.tree import Tree
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error
+from tasks.line_errors import empty_file_error, input_error, text_lines
 
 SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
 
@@ -27,8 +26,7 @@ def tree_lines(file_path: str):
         for index, record in enumerate(hub_data.load_hub_split(file_path)):
             yield f"record {index}", record["ptb_tree"]
         return
-    with open(cached_path(file_path), encoding="utf-8") as data_file:
-        yield from enumerate(data_file, start=1)
+    yield from text_lines(file_path, "PTB-format sentiment trees")
 
 
 def read_sst_trees(file_path: str):
