@@ -6,18 +6,24 @@ Small files written here, one valid document per reader.
 """
 import codecs
 import json
+import os
+import re
+import subprocess
 
 import pytest
 from allennlp.common.checks import ConfigurationError
 
+from tasks import error_report
 from tasks.coref.reader import CheckedCorefReader
+from tasks.error_report import TRACEBACK_VARIABLE
+from tasks.line_errors import InputError
 from tasks.ner.conll2003_reader import CheckedConll2003Reader
 from tasks.snli.snli_reader import CheckedSnliReader
 from tasks.spacy_blank_tokenizer import BlankEnglishSpacyTokenizer
 from tasks.squad.squad_reader import CheckedSquad1Reader
 from tasks.srl.reader import CheckedSrlReader
 from tasks.sst.sst_reader import CheckedSstReader
-from tests.conftest import assert_read_error
+from tests.conftest import REPO_ROOT, assert_read_error
 
 CONLL2012 = ("#begin document (x); part 000\n"
              "x 0 0 Ann NNP (TOP(S(NP*) - - - - * (ARG0*) (1)\n"
@@ -102,3 +108,41 @@ def test_snli_file_without_a_majority_label_is_an_error(tmp_path):
     path = tmp_path / "dev.jsonl"
     path.write_text('{"gold_label": "-", "sentence1": "A b .", "sentence2": "C d ."}\n' * 3)
     assert_read_error(READERS["snli"][0](), path, "expected pairs with a gold_label in")
+
+
+# --- what the user of `allennlp train` sees ----------------------------------------------------------------------
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ - (DEBUG|INFO|WARNING) - ")
+
+
+def test_allennlp_train_on_a_bad_file_prints_the_one_line_error_and_no_traceback(tmp_path):
+    """A real ``allennlp train`` (the tasks package comes in through .allennlp_plugins, as for a user): after
+    allennlp's own log lines and progress bars, the first line of the error report on stderr is the reader's
+    one-line error, and it is the last line. Before the fix: a 40-line traceback ending in the UnicodeDecodeError."""
+    data = tmp_path / "train.txt"
+    data.write_bytes(b"Ann NNP I-NP I-PER\ns\xe9ld VBD I-VP O\n")
+    env = {**os.environ, "TRAIN_PATH": str(data), "SIZE": "tiny", "PYTHONPATH": str(REPO_ROOT)}
+    env.pop(TRACEBACK_VARIABLE, None)
+    result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
+                             "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    report = [line for line in result.stderr.splitlines()
+              if line.strip() and not LOG_LINE.match(line) and "loading instances" not in line
+              and "Warning" not in line and not line.startswith("  warnings.warn")]
+    assert report == [f"error: {data}: line 2: expected UTF-8 text, found byte 0xe9 at column 2 "
+                      f"(convert the file to UTF-8, e.g. with iconv)"], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_the_traceback_is_printed_after_the_line_when_asked(monkeypatch, capsys):
+    from elmo_module.errors import ElmoInputError
+
+    seen = []
+    hook = error_report._wrap(lambda *exc_info: seen.append(exc_info[0]))
+    monkeypatch.delenv(TRACEBACK_VARIABLE, raising=False)
+    hook(ElmoInputError, ElmoInputError("options.json: bad"), None)
+    hook(KeyError, KeyError("x"), None)  # not an input error: the hook it replaced prints it
+    assert capsys.readouterr().err == "error: options.json: bad\n" and seen == [KeyError]
+    monkeypatch.setenv(TRACEBACK_VARIABLE, "1")
+    hook(InputError, InputError("f: line 2: expected x, found y"), None)
+    assert capsys.readouterr().err == "error: f: line 2: expected x, found y\n" and seen == [KeyError, InputError]
