@@ -10,6 +10,7 @@ tokens with the state carried between windows, sampled softmax with 8192 log-uni
 (initial accumulator 1.0), global-norm clip 10, dropout 0.1.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -214,6 +215,7 @@ class LmTrainer:
         self.epoch = self.window = self.step = self.tokens = 0
         self.state: Optional[State] = None
         self.history: List[dict] = []
+        self._identity: Optional[List[dict]] = None
         rows = settings.batch_size
         length = train.corpus.n_tokens // rows
         if length < 2:
@@ -274,7 +276,7 @@ class LmTrainer:
             "vocabulary": self.vocabulary,
             "settings": asdict(self.settings),
             "data": {"files": [str(p) for p in self.train_text.corpus.files],
-                     "tokens": self.train_text.corpus.n_tokens},
+                     "tokens": self.train_text.corpus.n_tokens, "identity": self.corpus_identity()},
             "position": {"epoch": self.epoch, "window": self.window, "step": self.step, "tokens": self.tokens},
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -283,6 +285,12 @@ class LmTrainer:
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
             "history": self.history,
         }
+
+    def corpus_identity(self) -> List[dict]:
+        """What --resume must find again: each training file's size and SHA-256 (computed once per run)."""
+        if self._identity is None:
+            self._identity = corpus_identity(self.train_text.corpus.files)
+        return self._identity
 
     def save_checkpoint(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".partial")
@@ -300,6 +308,8 @@ class LmTrainer:
             raise ElmoInputError(f"checkpoint '{source}' was trained on {checkpoint['data']['tokens']} tokens of "
                                  f"{_names(checkpoint['data']['files'])}; --train now gives "
                                  f"{self.train_text.corpus.n_tokens} tokens")
+        if "identity" in checkpoint["data"]:  # checkpoints written before it was recorded have the count only
+            check_same_corpus(checkpoint["data"]["identity"], self.corpus_identity(), source)
         check_state_shapes(self.model, checkpoint["model"], source)
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
@@ -314,6 +324,32 @@ class LmTrainer:
         if checkpoint["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(checkpoint["rng"]["cuda"])
         self.history = list(checkpoint.get("history", []))
+
+
+def corpus_identity(files) -> List[dict]:
+    identity = []
+    for path in files:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        identity.append({"file": str(path), "bytes": os.path.getsize(path), "sha256": digest.hexdigest()})
+    return identity
+
+
+def check_same_corpus(then: List[dict], now: List[dict], source: str) -> None:
+    """The same token count is not the same corpus: another text of that length would silently continue the
+    stream positions of the first one. Files are compared by content (they may have moved)."""
+    if [f["sha256"] for f in then] == [f["sha256"] for f in now]:
+        return
+    if len(then) != len(now):
+        names = [_names([f["file"] for f in files]) for files in (then, now)]
+        raise ElmoInputError(f"checkpoint '{source}' was trained on {len(then)} file(s) ({names[0]}); --train now "
+                             f"gives {len(now)} ({names[1]}); resume with the same --train")
+    k = next(i for i, (a, b) in enumerate(zip(then, now)) if a["sha256"] != b["sha256"])
+    raise ElmoInputError(f"checkpoint '{source}' was trained on '{then[k]['file']}' (sha256 {then[k]['sha256'][:12]}, "
+                         f"{then[k]['bytes']} bytes); --train file {k + 1} is '{now[k]['file']}' with other content "
+                         f"(sha256 {now[k]['sha256'][:12]}, {now[k]['bytes']} bytes); resume with the same --train")
 
 
 def read_checkpoint(path: Path, options: BiLmOptions) -> dict:

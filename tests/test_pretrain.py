@@ -160,6 +160,26 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(tmp_path):
                               b["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"][...])
 
 
+def test_resume_refuses_another_corpus_with_the_same_token_count(tmp_path, capsys):
+    """The checkpoint records each training file's size and SHA-256; before, only the token count was compared."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "240") == 0
+    train = data / "train.txt"
+    lines = train.read_text().splitlines(keepends=True)
+    moved = tmp_path / "moved" / "train.txt"  # the same text under another path resumes
+    moved.parent.mkdir()
+    moved.write_text("".join(lines))
+    args = ["pretrain", "--options", str(data / "options.json"), "--heldout", str(data / "heldout.txt"),
+            "--out", str(tmp_path / "lm"), "--tokens", "480", "--resume", *TRAIN_ARGS]
+    assert main([*args, "--train", str(moved)]) == 0
+    capsys.readouterr()
+    train.write_text("".join(reversed(lines)))  # same lines, same token count, another stream
+    assert main([*args, "--tokens", "720", "--train", str(train)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: checkpoint '{tmp_path / 'lm' / 'checkpoint.pt'}' was trained on '{moved}' "
+                            f"(sha256 ") and "--train file 1 is" in error and error.count("\n") == 1
+
+
 def test_interrupted_run_leaves_a_checkpoint_and_no_weight_file(tmp_path, monkeypatch):
     data = write_corpus(tmp_path)
     original, calls = LmTrainer.train_step, []
