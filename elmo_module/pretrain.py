@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import (TOKENIZERS, Corpus, build_vocabulary, character_table, expand_paths,
                                  n_windows, read_corpus, read_vocabulary, streams, type_to_vocabulary, windows)
 from elmo_module.options import BiLmOptions
+from elmo_module.pause_points import pause_point
 from elmo_module.weights import load_bilm, save_bilm
 
 CHECKPOINT_FORMAT = "elmo_module.pretrain/1"
@@ -414,6 +416,7 @@ def write_language_model(model: BiLanguageModel, vocabulary: List[str], out: Pat
         f.create_dataset("softmax/W", data=model.softmax_weight.detach().cpu().numpy())
         f.create_dataset("softmax/b", data=model.softmax_bias.detach().cpu().numpy())
     os.replace(tmp, out / "softmax.hdf5")
+    pause_point("softmax-written")
     model.bilm.options.n_characters = 262
     save_bilm(model.bilm, out / "options.json", out / "weights.hdf5")
 
@@ -650,8 +653,8 @@ def run_finetune(args) -> int:
     if (files["softmax"] is None) != (files["vocab"] is None):
         raise ElmoInputError("--softmax and --vocab go together (the softmax rows are the vocabulary's words)")
     out = Path(args.out)
-    if (out / "weights.hdf5").exists():
-        raise ElmoInputError(f"'{out / 'weights.hdf5'}' exists; choose another --out")
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise ElmoInputError(f"--out '{out}' exists and is not empty; choose another --out (finetune creates it)")
     if args.epochs < 1:
         raise ElmoInputError(f"--epochs must be at least 1, found {args.epochs}")
 
@@ -668,29 +671,40 @@ def run_finetune(args) -> int:
     options = model.bilm.options
     trainer = LmTrainer(model, vocabulary, LmText(train, vocabulary, options.max_chars), settings)
     dev_text = LmText(dev, vocabulary, options.max_chars)
-    out.mkdir(parents=True, exist_ok=True)
+    # Every file goes into a sibling directory that is renamed to --out once perplexity.json is written: a kill
+    # at any point leaves no --out (or the empty one given), never a weights.hdf5 without perplexity.json or
+    # softmax and weights of different epochs. A partial directory left by a killed run is started afresh.
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
 
-    before = heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)
-    print(f"dev perplexity before fine-tuning: average {before['average']:.2f}")
-    epochs, best = [], None
-    for epoch in range(1, args.epochs + 1):
-        progress = _Progress(trainer.tokens_per_epoch, 0, f"finetune epoch {epoch}")
-        try:
-            trainer.run(lambda t: t.epoch >= epoch, progress)
-        finally:
-            progress.close()
-        result = {"epoch": epoch, **heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)}
-        epochs.append(result)
-        print(f"epoch {epoch}: dev perplexity forward {result['forward']:.2f}, backward {result['backward']:.2f}, "
-              f"average {result['average']:.2f}")
-        if best is None or result["average"] < best["average"]:  # the paper picks the epoch by dev perplexity
-            best = result
-            write_language_model(model, vocabulary, out)
-    _write_json(out / "perplexity.json", {
-        "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
-        "softmax": "loaded" if files["softmax"] else "new", "source": files,
-        "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
-    })
+    try:
+        before = heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)
+        print(f"dev perplexity before fine-tuning: average {before['average']:.2f}")
+        epochs, best = [], None
+        for epoch in range(1, args.epochs + 1):
+            progress = _Progress(trainer.tokens_per_epoch, 0, f"finetune epoch {epoch}")
+            try:
+                trainer.run(lambda t: t.epoch >= epoch, progress)
+            finally:
+                progress.close()
+            result = {"epoch": epoch, **heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)}
+            epochs.append(result)
+            print(f"epoch {epoch}: dev perplexity forward {result['forward']:.2f}, backward "
+                  f"{result['backward']:.2f}, average {result['average']:.2f}")
+            if best is None or result["average"] < best["average"]:  # the paper picks the epoch by dev perplexity
+                best = result
+                write_language_model(model, vocabulary, staging)
+            pause_point("finetune-epoch-written")
+        _write_json(staging / "perplexity.json", {
+            "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
+            "softmax": "loaded" if files["softmax"] else "new", "source": files,
+            "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
+        })
+    except BaseException:  # an error or Ctrl-C: nothing of this run is kept
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    os.replace(staging, out)  # one rename: all the files appear together (an empty --out is replaced)
     print(f"kept epoch {best['epoch']} (dev average perplexity {best['average']:.2f}, before "
           f"{before['average']:.2f}); wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")
     return 0
