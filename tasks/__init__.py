@@ -1,5 +1,9 @@
 """Downstream tasks of the ELMo paper (Sec. 4): one sub-package per task."""
-from tasks.knobs import apply_defaults, check_environment
+from tasks import error_report
+
+error_report.install()  # first: bad input (data, knobs) is one line on stderr, not a traceback
+
+from tasks.knobs import apply_defaults, check_environment  # noqa: E402
 
 apply_defaults()
 check_environment()

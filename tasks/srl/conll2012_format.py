@@ -14,9 +14,12 @@ column of predicate arguments per predicate of the sentence, N coreference.
 import logging
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
+from allennlp_models.common.ontonotes import Ontonotes, OntonotesSentence
+
+from tasks.line_errors import text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +140,28 @@ def conll2012_files(path: str, expected_release: Optional[str] = None, task: str
     return files
 
 
+def conll2012_documents(path: str) -> Iterator[List[OntonotesSentence]]:
+    """The documents of one checked file, as allennlp-models' ``Ontonotes.dataset_document_iterator``
+    (allennlp_models/common/ontonotes.py:205-230) gives them, but read through ``text_lines``: that one opens the
+    file itself, and a byte-order mark (not whitespace to ``str.strip``) would turn "#begin document" into a row."""
+    ontonotes, rows, document = Ontonotes(), [], []
+    for _, line in text_lines(path, "CoNLL-2012 sentences"):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            rows.append(line)
+            continue
+        if rows:
+            document.append(ontonotes._conll_rows_to_sentence(rows))
+            rows = []
+        if line.startswith("#end document"):
+            yield document
+            document = []
+    if rows:
+        document.append(ontonotes._conll_rows_to_sentence(rows))
+    if document:
+        yield document
+
+
 class _SentenceState:
     """What must hold across the lines of one sentence: the column count, the word numbers, open spans."""
 
@@ -187,24 +212,23 @@ def check_conll2012_file(path: str, check_srl_labels: bool = False) -> int:
         num_sentences += 1
         sentence = None
 
-    with open(path, encoding="utf-8") as conll_file:
-        line_number = 0
-        for line_number, line in enumerate(conll_file, start=1):
-            stripped = line.strip()
-            if not stripped or stripped.startswith("#"):
-                end_sentence(line_number)
-                continue
-            columns = stripped.split()
-            if len(columns) < MIN_COLUMNS:
-                fail(line_number, f"expected at least {MIN_COLUMNS} whitespace-separated columns (CoNLL-2012 "
-                                  f"*_gold_conll), found {len(columns)}")
-            if sentence is None:
-                sentence = _SentenceState(line_number, len(columns))
-            elif len(columns) != sentence.num_columns:
-                fail(line_number, f"expected {sentence.num_columns} columns like the sentence's first line "
-                                  f"(line {sentence.first_line_number}), found {len(columns)}")
-            _check_line(columns, sentence, check_srl_labels, lambda message: fail(line_number, message))
-        end_sentence(line_number + 1)
+    line_number = 0
+    for line_number, line in text_lines(path, "CoNLL-2012 sentences"):  # BOM dropped, bad bytes named
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            end_sentence(line_number)
+            continue
+        columns = stripped.split()
+        if len(columns) < MIN_COLUMNS:
+            fail(line_number, f"expected at least {MIN_COLUMNS} whitespace-separated columns (CoNLL-2012 "
+                              f"*_gold_conll), found {len(columns)}")
+        if sentence is None:
+            sentence = _SentenceState(line_number, len(columns))
+        elif len(columns) != sentence.num_columns:
+            fail(line_number, f"expected {sentence.num_columns} columns like the sentence's first line "
+                              f"(line {sentence.first_line_number}), found {len(columns)}")
+        _check_line(columns, sentence, check_srl_labels, lambda message: fail(line_number, message))
+    end_sentence(line_number + 1)
     if num_sentences == 0:
         raise ConfigurationError(f"{path}: expected CoNLL-2012 sentences, found none (empty file?)")
     return num_sentences
