@@ -124,6 +124,11 @@ local orDefault(value, default) = if value == '' then default else value;
 
   // Model fields every task model gets (merge into the model object).
   model_common: if self.regularizer != null then { regularizer: $.regularizer } else {},
+  // model_common with more regularizer entries ([regex, regularizer] pairs, after the lambda one), for a task's
+  // own weight penalties (SNLI's ELMo model).
+  model_common_plus(regexes):
+    local all = (if self.regularizer != null then self.regularizer.regexes else []) + regexes;
+    if std.length(all) > 0 then { regularizer: { regexes: all } } else {},
 
   // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true.
   callbacks: (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
