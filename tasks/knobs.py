@@ -17,6 +17,9 @@ KNOBS = {
     "ELMO_MIX": "weighted",
     # lambda of the lambda * sum(w^2) penalty on the mix weights (Sec. 3.2, Table 2)
     "ELMO_LAMBDA": "0.001",
+    # layer norm of each biLM layer before the mix (paper Sec. 3.2; bilm-tf's weight_layers do_layer_norm): false |
+    # true. allennlp-models' ELMo configs and document-qa use false; the paper's SNLI model used true
+    "ELMO_LAYER_NORM": "false",
     # biLM files (options.json + hdf5 in the official layout); empty = the small bundled biLM
     "ELMO_OPTIONS": "",
     "ELMO_WEIGHTS": "",

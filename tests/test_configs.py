@@ -151,3 +151,21 @@ def test_glove_path_gives_pretrained_word_vectors(knobs, tmp_path):
     weights = model.text_field_embedder.token_embedder_tokens.weight
     assert weights[vocab.get_token_index("lisbon", "tokens")].tolist() == lisbon
     assert weights[vocab.get_token_index("oslo", "tokens")].tolist() == [-1.0] * 50
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+def test_elmo_layer_norm_knob_reaches_every_mix(knobs, task):
+    """ELMO_LAYER_NORM (default false, as allennlp-models and document-qa) turns on the paper code's layer norm in
+    every scalar mix of every task, both placements; a value other than false|true is refused."""
+    vocab = sample_vocabulary(task)
+
+    def layer_norms(**extra):
+        knobs(ELMO="both", **extra)
+        model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
+        return [module.do_layer_norm for module in model.modules() if type(module).__name__ == "ScalarMix"]
+
+    assert layer_norms() == [False, False]
+    assert layer_norms(ELMO_LAYER_NORM="true") == [True, True]
+    knobs(ELMO_LAYER_NORM="yes")
+    with pytest.raises(Exception, match="ELMO_LAYER_NORM must be false\\|true, found yes"):
+        config_params(task)
