@@ -4,8 +4,11 @@
 
 Batches are consecutive lines in file order (row j of batch i is line i*B + j), so a stateful run is reproducible.
 """
+import codecs
+import errno
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import List
 
@@ -14,6 +17,8 @@ from tqdm import tqdm
 
 from elmo_module.characters import batch_to_ids
 from elmo_module.errors import ElmoInputError
+from elmo_module.options import BiLmOptions
+from elmo_module.pause_points import pause_point
 from elmo_module.weights import load_bilm
 
 
@@ -33,11 +38,15 @@ def add_embed_arguments(parser) -> None:
 
 def read_sentences(path) -> List[List[str]]:
     path = Path(path)
+    if path.is_dir():
+        raise ElmoInputError(f"--input '{path}' is a directory; expected a text file, one sentence per line")
     if not path.is_file():
         raise ElmoInputError(f"input file '{path}' does not exist")
     sentences = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -47,19 +56,54 @@ def read_sentences(path) -> List[List[str]]:
     return sentences
 
 
+def check_writable(output: Path, partial: Path) -> None:
+    """Fail before the work, not after it: the output's directory must exist and take a new file."""
+    if output.is_dir():
+        raise ElmoInputError(f"--output '{output}' is a directory; expected an hdf5 file name")
+    if not output.parent.is_dir():
+        raise ElmoInputError(f"--output '{output}': directory '{output.parent}' does not exist")
+    try:
+        partial.open("wb").close()
+    except OSError as e:
+        raise ElmoInputError(f"--output '{output}': cannot write in '{output.parent}' ({e.strerror})") from None
+    partial.unlink()
+
+
+def output_bytes(sentences: List[List[str]], n_vectors: int, dim: int) -> int:
+    """An upper bound of the output's size: float32 vectors, HDF5's bookkeeping per dataset (about 400 bytes
+    measured; 1 KiB allowed), the JSON index, 64 KiB for the file's own structures."""
+    tokens = sum(len(s) for s in sentences)
+    index = sum(len(" ".join(s)) + 16 for s in sentences)
+    return 4 * n_vectors * dim * tokens + 1024 * len(sentences) + index + 65536
+
+
+def check_space(output: Path, needed: int, written: int = 0) -> None:
+    """A full disk is found here, before HDF5 runs into it (its write errors come as thousands of lines)."""
+    free = shutil.disk_usage(output.parent).free
+    if free < needed - written:
+        raise ElmoInputError(f"--output '{output}': needs about {(needed - written) / 2**20:.1f} MiB more, "
+                             f"'{output.parent}' has {free / 2**20:.1f} MiB free (no output written)")
+
+
 def run_embed(args) -> int:
     if args.batch_size < 1:
         raise ElmoInputError(f"--batch-size must be at least 1, found {args.batch_size}")
+    output = Path(args.output)
+    partial = output.with_name(output.name + ".partial")
+    check_writable(output, partial)
     sentences = read_sentences(args.input)
+    options = BiLmOptions.load(args.options)
+    needed = output_bytes(sentences, options.n_layers + 1 if args.layers == "all" else 1, options.output_dim)
+    check_space(output, needed)
     bilm = load_bilm(args.options, args.weights, stateful=not args.stateless).to(args.device).eval()
     import h5py
 
-    output = Path(args.output)
-    partial = output.with_name(output.name + ".partial")
     try:
         with h5py.File(partial, "w") as out, torch.no_grad():
             starts = range(0, len(sentences), args.batch_size)
             for start in tqdm(starts, desc="embedding", unit="batch", total=len(starts)):
+                pause_point("embed-batch")
+                check_space(output, needed, partial.stat().st_size)  # the disk may fill while we work
                 batch = sentences[start:start + args.batch_size]
                 result = bilm(batch_to_ids(batch, bilm.options.max_chars).to(args.device))
                 stacked = torch.stack(result.layers, dim=1).cpu()  # (B, 3, T, D)
@@ -74,6 +118,11 @@ def run_embed(args) -> int:
             dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.special_dtype(vlen=str))
             dataset[0] = json.dumps(index)
         os.replace(partial, output)
+    except (OSError, RuntimeError) as e:  # h5py reports a failed write as either, errno in the text
+        if getattr(e, "errno", None) != errno.ENOSPC and "errno = 28" not in str(e):
+            raise
+        raise ElmoInputError(f"--output '{output}': no space left on device in '{output.parent}' "
+                             f"(no output written)") from None
     finally:
         partial.unlink(missing_ok=True)
     print(f"wrote {len(sentences)} sentences to {output}")

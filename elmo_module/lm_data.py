@@ -9,6 +9,7 @@ The model's input is the characters of the actual word (an out-of-vocabulary wor
 softmax target becomes ``<UNK>``. So the corpus is stored as *type* ids (every distinct string) plus a map from type
 to vocabulary id.
 """
+import codecs
 import glob
 import re
 from array import array
@@ -97,6 +98,8 @@ def read_corpus(paths: Sequence[Path], tokenize: Callable[[str], List[str]], ski
     for path in paths:
         with open(path, "rb") as f:
             for line_number, raw in enumerate(f, 1):
+                if line_number == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -142,7 +145,12 @@ def build_vocabulary(corpus: Corpus, max_size: int, min_count: int) -> List[str]
 def read_vocabulary(path: Path) -> List[str]:
     if not Path(path).is_file():
         raise ElmoInputError(f"vocabulary file '{path}' does not exist")
-    words = Path(path).read_text(encoding="utf-8").split("\n")
+    try:
+        words = Path(path).read_text(encoding="utf-8-sig").split("\n")
+    except UnicodeDecodeError as e:
+        line = e.object[:e.start].count(b"\n") + 1
+        raise ElmoInputError(f"vocabulary file '{path}', line {line}: not valid UTF-8 "
+                             f"(byte 0x{e.object[e.start]:02x})") from None
     words = words[:-1] if words and words[-1] == "" else words
     for i, special in enumerate(SPECIALS):
         if i >= len(words) or words[i] != special:

@@ -7,6 +7,14 @@ from typing import List, Optional, Tuple
 from elmo_module.errors import ElmoInputError
 
 
+def _dig(d: dict, path: str, default):
+    for key in path.split("."):
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
 @dataclass
 class BiLmOptions:
     filters: List[Tuple[int, int]]  # (width, number) per char-CNN filter
@@ -43,29 +51,45 @@ class BiLmOptions:
                 node = node[key]
             return node
 
+        def integer(path, minimum, default=None):
+            """A whole number >= minimum: int("abc") would be a traceback, int(4.5) a silently different model."""
+            value = get(path) if default is None else _dig(d, path, default)
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ElmoInputError(f"{source}: key '{path}' must be an integer >= {minimum}, found {value!r}")
+            return value
+
         cnn, lstm = get("char_cnn"), get("lstm")
-        try:
-            filters = [(int(w), int(n)) for w, n in get("char_cnn.filters")]
-        except (TypeError, ValueError):
-            raise ElmoInputError(f"{source}: key 'char_cnn.filters' must be a list of [width, number] pairs, "
-                                 f"found {cnn['filters']!r}") from None
+        max_chars = integer("char_cnn.max_characters_per_token", 3, default=50)  # begin/end-of-word + 1 character
+        filters = get("char_cnn.filters")
+        if not isinstance(filters, list) or not filters or not all(
+                isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
+            raise ElmoInputError(f"{source}: key 'char_cnn.filters' must be a non-empty list of [width, number] "
+                                 f"pairs, found {filters!r}")
+        for k, (width, number) in enumerate(filters):
+            for name, value, low, high in (("width", width, 1, max_chars), ("number", number, 1, None)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+                    bound = f"between {low} and {high} (max_characters_per_token)" if high else f">= {low}"
+                    raise ElmoInputError(f"{source}: key 'char_cnn.filters[{k}]': the {name} must be an integer "
+                                         f"{bound}, found {value!r}")
         activation = cnn.get("activation", "relu")
         if activation not in ("relu", "tanh"):
             raise ElmoInputError(f"{source}: key 'char_cnn.activation' must be 'relu' or 'tanh', found {activation!r}")
-        n_characters = int(get("char_cnn.n_characters"))
+        n_characters = integer("char_cnn.n_characters", 0)
         if n_characters not in (261, 262):
             raise ElmoInputError(f"{source}: key 'char_cnn.n_characters' must be 261 or 262, found {n_characters}")
         extra = {k: v for k, v in d.items() if k not in ("char_cnn", "lstm")}
         return cls(
-            filters=filters,
-            n_highway=int(get("char_cnn.n_highway")),
-            char_embed_dim=int(get("char_cnn.embedding.dim")),
+            filters=[(width, number) for width, number in filters],
+            n_highway=integer("char_cnn.n_highway", 0),
+            char_embed_dim=integer("char_cnn.embedding.dim", 1),
             n_characters=n_characters,
-            max_chars=int(cnn.get("max_characters_per_token", 50)),
+            max_chars=max_chars,
             activation=activation,
-            projection_dim=int(get("lstm.projection_dim")),
-            cell_dim=int(get("lstm.dim")),
-            n_layers=int(get("lstm.n_layers")),
+            projection_dim=integer("lstm.projection_dim", 1),
+            cell_dim=integer("lstm.dim", 1),
+            n_layers=integer("lstm.n_layers", 1),
             cell_clip=lstm.get("cell_clip"),
             proj_clip=lstm.get("proj_clip"),
             use_skip_connections=bool(lstm.get("use_skip_connections", False)),
@@ -99,7 +123,7 @@ class BiLmOptions:
         if not path.is_file():
             raise ElmoInputError(f"options file '{path}' does not exist")
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is no JSON
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ElmoInputError(f"options file '{path}' is not valid JSON: {e}") from None
         if not isinstance(d, dict):

@@ -10,9 +10,11 @@ tokens with the state carried between windows, sampled softmax with 8192 log-uni
 (initial accumulator 1.0), global-norm clip 10, dropout 0.1.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import (TOKENIZERS, Corpus, build_vocabulary, character_table, expand_paths,
                                  n_windows, read_corpus, read_vocabulary, streams, type_to_vocabulary, windows)
 from elmo_module.options import BiLmOptions
+from elmo_module.pause_points import pause_point
 from elmo_module.weights import load_bilm, save_bilm
 
 CHECKPOINT_FORMAT = "elmo_module.pretrain/1"
@@ -214,6 +217,7 @@ class LmTrainer:
         self.epoch = self.window = self.step = self.tokens = 0
         self.state: Optional[State] = None
         self.history: List[dict] = []
+        self._identity: Optional[List[dict]] = None
         rows = settings.batch_size
         length = train.corpus.n_tokens // rows
         if length < 2:
@@ -274,7 +278,7 @@ class LmTrainer:
             "vocabulary": self.vocabulary,
             "settings": asdict(self.settings),
             "data": {"files": [str(p) for p in self.train_text.corpus.files],
-                     "tokens": self.train_text.corpus.n_tokens},
+                     "tokens": self.train_text.corpus.n_tokens, "identity": self.corpus_identity()},
             "position": {"epoch": self.epoch, "window": self.window, "step": self.step, "tokens": self.tokens},
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -283,6 +287,12 @@ class LmTrainer:
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
             "history": self.history,
         }
+
+    def corpus_identity(self) -> List[dict]:
+        """What --resume must find again: each training file's size and SHA-256 (computed once per run)."""
+        if self._identity is None:
+            self._identity = corpus_identity(self.train_text.corpus.files)
+        return self._identity
 
     def save_checkpoint(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".partial")
@@ -300,6 +310,8 @@ class LmTrainer:
             raise ElmoInputError(f"checkpoint '{source}' was trained on {checkpoint['data']['tokens']} tokens of "
                                  f"{_names(checkpoint['data']['files'])}; --train now gives "
                                  f"{self.train_text.corpus.n_tokens} tokens")
+        if "identity" in checkpoint["data"]:  # checkpoints written before it was recorded have the count only
+            check_same_corpus(checkpoint["data"]["identity"], self.corpus_identity(), source)
         check_state_shapes(self.model, checkpoint["model"], source)
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
@@ -314,6 +326,32 @@ class LmTrainer:
         if checkpoint["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(checkpoint["rng"]["cuda"])
         self.history = list(checkpoint.get("history", []))
+
+
+def corpus_identity(files) -> List[dict]:
+    identity = []
+    for path in files:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        identity.append({"file": str(path), "bytes": os.path.getsize(path), "sha256": digest.hexdigest()})
+    return identity
+
+
+def check_same_corpus(then: List[dict], now: List[dict], source: str) -> None:
+    """The same token count is not the same corpus: another text of that length would silently continue the
+    stream positions of the first one. Files are compared by content (they may have moved)."""
+    if [f["sha256"] for f in then] == [f["sha256"] for f in now]:
+        return
+    if len(then) != len(now):
+        names = [_names([f["file"] for f in files]) for files in (then, now)]
+        raise ElmoInputError(f"checkpoint '{source}' was trained on {len(then)} file(s) ({names[0]}); --train now "
+                             f"gives {len(now)} ({names[1]}); resume with the same --train")
+    k = next(i for i, (a, b) in enumerate(zip(then, now)) if a["sha256"] != b["sha256"])
+    raise ElmoInputError(f"checkpoint '{source}' was trained on '{then[k]['file']}' (sha256 {then[k]['sha256'][:12]}, "
+                         f"{then[k]['bytes']} bytes); --train file {k + 1} is '{now[k]['file']}' with other content "
+                         f"(sha256 {now[k]['sha256'][:12]}, {now[k]['bytes']} bytes); resume with the same --train")
 
 
 def read_checkpoint(path: Path, options: BiLmOptions) -> dict:
@@ -378,6 +416,7 @@ def write_language_model(model: BiLanguageModel, vocabulary: List[str], out: Pat
         f.create_dataset("softmax/W", data=model.softmax_weight.detach().cpu().numpy())
         f.create_dataset("softmax/b", data=model.softmax_bias.detach().cpu().numpy())
     os.replace(tmp, out / "softmax.hdf5")
+    pause_point("softmax-written")
     model.bilm.options.n_characters = 262
     save_bilm(model.bilm, out / "options.json", out / "weights.hdf5")
 
@@ -614,8 +653,8 @@ def run_finetune(args) -> int:
     if (files["softmax"] is None) != (files["vocab"] is None):
         raise ElmoInputError("--softmax and --vocab go together (the softmax rows are the vocabulary's words)")
     out = Path(args.out)
-    if (out / "weights.hdf5").exists():
-        raise ElmoInputError(f"'{out / 'weights.hdf5'}' exists; choose another --out")
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise ElmoInputError(f"--out '{out}' exists and is not empty; choose another --out (finetune creates it)")
     if args.epochs < 1:
         raise ElmoInputError(f"--epochs must be at least 1, found {args.epochs}")
 
@@ -632,29 +671,40 @@ def run_finetune(args) -> int:
     options = model.bilm.options
     trainer = LmTrainer(model, vocabulary, LmText(train, vocabulary, options.max_chars), settings)
     dev_text = LmText(dev, vocabulary, options.max_chars)
-    out.mkdir(parents=True, exist_ok=True)
+    # Every file goes into a sibling directory that is renamed to --out once perplexity.json is written: a kill
+    # at any point leaves no --out (or the empty one given), never a weights.hdf5 without perplexity.json or
+    # softmax and weights of different epochs. A partial directory left by a killed run is started afresh.
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
 
-    before = heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)
-    print(f"dev perplexity before fine-tuning: average {before['average']:.2f}")
-    epochs, best = [], None
-    for epoch in range(1, args.epochs + 1):
-        progress = _Progress(trainer.tokens_per_epoch, 0, f"finetune epoch {epoch}")
-        try:
-            trainer.run(lambda t: t.epoch >= epoch, progress)
-        finally:
-            progress.close()
-        result = {"epoch": epoch, **heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)}
-        epochs.append(result)
-        print(f"epoch {epoch}: dev perplexity forward {result['forward']:.2f}, backward {result['backward']:.2f}, "
-              f"average {result['average']:.2f}")
-        if best is None or result["average"] < best["average"]:  # the paper picks the epoch by dev perplexity
-            best = result
-            write_language_model(model, vocabulary, out)
-    _write_json(out / "perplexity.json", {
-        "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
-        "softmax": "loaded" if files["softmax"] else "new", "source": files,
-        "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
-    })
+    try:
+        before = heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)
+        print(f"dev perplexity before fine-tuning: average {before['average']:.2f}")
+        epochs, best = [], None
+        for epoch in range(1, args.epochs + 1):
+            progress = _Progress(trainer.tokens_per_epoch, 0, f"finetune epoch {epoch}")
+            try:
+                trainer.run(lambda t: t.epoch >= epoch, progress)
+            finally:
+                progress.close()
+            result = {"epoch": epoch, **heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)}
+            epochs.append(result)
+            print(f"epoch {epoch}: dev perplexity forward {result['forward']:.2f}, backward "
+                  f"{result['backward']:.2f}, average {result['average']:.2f}")
+            if best is None or result["average"] < best["average"]:  # the paper picks the epoch by dev perplexity
+                best = result
+                write_language_model(model, vocabulary, staging)
+            pause_point("finetune-epoch-written")
+        _write_json(staging / "perplexity.json", {
+            "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
+            "softmax": "loaded" if files["softmax"] else "new", "source": files,
+            "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
+        })
+    except BaseException:  # an error or Ctrl-C: nothing of this run is kept
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    os.replace(staging, out)  # one rename: all the files appear together (an empty --out is replaced)
     print(f"kept epoch {best['epoch']} (dev average perplexity {best['average']:.2f}, before "
           f"{before['average']:.2f}); wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")
     return 0

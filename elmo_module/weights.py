@@ -5,7 +5,7 @@ against the options before anything is copied, so a mismatch names the dataset, 
 """
 import os
 from pathlib import Path
-from typing import Dict, Iterator, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -77,20 +77,24 @@ def _open(path, mode="r"):
         raise ElmoInputError(f"weight file '{path}' is not a readable HDF5 file ({str(e).splitlines()[0]})") from None
 
 
+def layout_mismatches(weights_path, options: BiLmOptions) -> List[Tuple[str, tuple, Optional[tuple]]]:
+    """(dataset, shape the options need, shape in the file or None if absent) for every dataset of the layout that
+    disagrees; reads only the file's metadata (a preflight checks the 374 MB official file without loading it)."""
+    with _open(weights_path) as f:
+        found = {name: tuple(f[name].shape) if name in f else None for name, _ in _layout(options)}
+    return [(name, shape, found[name]) for name, shape in _layout(options) if found[name] != shape]
+
+
 def read_arrays(weights_path, options: BiLmOptions, options_source: str = "options") -> Dict[str, np.ndarray]:
     """All datasets of the layout as float32 arrays, after checking that each exists with the expected shape."""
-    arrays = {}
+    for name, shape, found in layout_mismatches(weights_path, options)[:1]:
+        if found is None:
+            raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' is missing "
+                                 f"(expected shape {shape} from {options_source})")
+        raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' has shape {found} but "
+                             f"{options_source} expects {shape}")
     with _open(weights_path) as f:
-        for name, shape in _layout(options):
-            if name not in f:
-                raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' is missing "
-                                     f"(expected shape {shape} from {options_source})")
-            found = tuple(f[name].shape)
-            if found != shape:
-                raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' has shape {found} but "
-                                     f"{options_source} expects {shape}")
-            arrays[name] = np.asarray(f[name][...], dtype=np.float32)
-    return arrays
+        return {name: np.asarray(f[name][...], dtype=np.float32) for name, _ in _layout(options)}
 
 
 def load_bilm(options_path, weights_path, stateful: bool = False) -> ElmoBiLm:

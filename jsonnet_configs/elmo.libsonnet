@@ -15,10 +15,12 @@ local number(name) = std.parseJson(knob(name));
 local placement = knob('ELMO');
 local mix = knob('ELMO_MIX');
 local size = knob('SIZE');
+local layer_norm = knob('ELMO_LAYER_NORM');
 
 assert std.member(['none', 'input', 'output', 'both'], placement) : 'ELMO must be none|input|output|both, found ' + placement;
 assert std.member(['weighted', 'last_only', 'average'], mix) : 'ELMO_MIX must be weighted|last_only|average, found ' + mix;
 assert std.member(['paper', 'small', 'tiny'], size) : 'SIZE must be paper|small|tiny, found ' + size;
+assert std.member(['false', 'true'], layer_norm) : 'ELMO_LAYER_NORM must be false|true, found ' + layer_norm;
 
 local orDefault(value, default) = if value == '' then default else value;
 
@@ -28,6 +30,7 @@ local orDefault(value, default) = if value == '' then default else value;
     elmo: placement,
     mix: mix,
     lambda: number('ELMO_LAMBDA'),
+    layer_norm: layer_norm == 'true',
     options_file: orDefault(knob('ELMO_OPTIONS'), 'elmo_module/bundled/tiny_options.json'),
     weight_file: orDefault(knob('ELMO_WEIGHTS'), 'elmo_module/bundled/tiny_weights.hdf5'),
     cache: knob('ELMO_CACHE'),
@@ -73,7 +76,7 @@ local orDefault(value, default) = if value == '' then default else value;
       weight_file: $.knobs.weight_file,
       placement: placement,
       mix: mix,
-      do_layer_norm: false,  // all of allennlp-models' ELMo configs; the paper's code made it optional
+      do_layer_norm: $.knobs.layer_norm,  // ELMO_LAYER_NORM; false in allennlp-models' configs and document-qa
       dropout: dropout,
       cache_dir: $.knobs.cache,  // the runner's frozen-biLM activation cache ('' = run the biLM)
     },
@@ -121,6 +124,11 @@ local orDefault(value, default) = if value == '' then default else value;
 
   // Model fields every task model gets (merge into the model object).
   model_common: if self.regularizer != null then { regularizer: $.regularizer } else {},
+  // model_common with more regularizer entries ([regex, regularizer] pairs, after the lambda one), for a task's
+  // own weight penalties (SNLI's ELMo model).
+  model_common_plus(regexes):
+    local all = (if self.regularizer != null then self.regularizer.regexes else []) + regexes;
+    if std.length(all) > 0 then { regularizer: { regexes: all } } else {},
 
   // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true.
   callbacks: (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])

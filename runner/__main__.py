@@ -1,9 +1,12 @@
 """``python -m runner``: run a profile's sweeps (Tables 1-3, Figures 1-2) and build its results. See README.md.
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
-and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist.
+and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
+running trainings and starts no more (exit 130); one runner at a time works in a runs directory (a lock).
 """
 import argparse
+import errno
+import fcntl
 import json
 import os
 import platform
@@ -13,8 +16,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.spec import (REPO, SpecError, bilm_outputs, expand_cells, load_profile, load_sweeps, missing_inputs,
-                         unique_runs)
+from runner.execute import load_result, write_json
+from runner.spec import (REPO, SWEEP_KINDS, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
+                         load_sweeps, missing_inputs, repo_path, unique_runs)
 
 
 def parse_args(argv=None):
@@ -34,8 +38,13 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", default=str(REPO / "cache" / "elmo"))
     p.add_argument("--keep-models", action="store_true", help="keep model.tar.gz and best.th of every run")
     p.add_argument("--build-only", action="store_true", help="only rebuild tables and figures from existing runs")
+    p.add_argument("--redo-stale", action="store_true",
+                   help="train again the finished runs whose data, biLM or GloVe files changed since (their old "
+                        "result.json is kept as result.stale.json); without it the runner stops and lists them")
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
+    p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
+                   "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
 
@@ -60,12 +69,37 @@ def git_commit() -> str:
 
 
 def main(argv=None) -> int:
+    global _lock_file
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the running trainings were stopped and no other run started; finished runs are kept "
+              "(run the same command again to go on)", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"error: no space left on device writing {e.filename or 'a file'}: free some space and run the same "
+              f"command again (finished runs are kept, unfinished ones start again)", file=sys.stderr)
+        return 1
+    finally:
+        if _lock_file:  # (the process ending releases it too; main() may be called again in one process)
+            _lock_file.close()
+            _lock_file = None
+
+
+def _main(argv=None) -> int:
     args = parse_args(argv)
     started = time.time()
     try:
         profile, profile_path = load_profile(args.profile)
-        sweeps = load_sweeps(profile, profile_path, args.only.split(",") if args.only else None)
+        only = args.only.split(",") if args.only else None
+        check_only(profile, only)
+        # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
+        # --only picks the sweeps whose runs are trained.
+        sweeps = load_sweeps(profile, profile_path)
         cells = expand_cells(profile, sweeps)
+        _check_selects_runs(profile, sweeps, cells, only)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -76,7 +110,17 @@ def main(argv=None) -> int:
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
 
     if not args.build_only:
-        wanted = [r for r in runs if not (args.baselines_only and r.uses_elmo)]
+        selected = unique_runs([c for c in cells if not only or c.sweep in only])
+        wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+        from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
+
+        status = run_preflight(profile, wanted, cells, args)
+        if status is not None:
+            return status
+        lock_problem = lock_runs_dir(runs_dir)
+        if lock_problem:
+            print(f"error: {lock_problem}", file=sys.stderr)
+            return 2
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile))
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
@@ -85,18 +129,29 @@ def main(argv=None) -> int:
                 prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)},
                              args.jobs or int(profile.get("jobs", 1)))
             _check_inputs(profile, wanted)
+            inputs, finished = check_finished(runs, run_dir, runs_dir, redo_stale=args.redo_stale)
         except SpecError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        todo = [r for r in wanted if not (run_dir[r] / "result.json").is_file()]
+        todo = [r for r in wanted if r not in finished]
         print(f"profile '{name}': {len(wanted)} runs in {len(sweeps)} sweeps, {len(wanted) - len(todo)} already "
               f"finished, {len(todo)} to do; runs in {runs_dir}")
+        for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
+            run_dir[run].mkdir(parents=True, exist_ok=True)
+            write_json(run_dir[run] / "inputs.json", inputs[run])
         caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
         execute(jobs, args, args.jobs or int(profile.get("jobs", 1)))
+    else:
+        try:
+            check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
+        except SpecError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
     from runner.results import build_results
 
+    results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     provenance = {
         "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(argv or sys.argv[1:])]),
         "profile": str(profile_path.relative_to(REPO) if profile_path.is_relative_to(REPO) else profile_path),
@@ -108,8 +163,8 @@ def main(argv=None) -> int:
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall_time_s": round(time.time() - started, 1),
-        "run_wall_time_s": round(sum(json.loads((run_dir[r] / "result.json").read_text())["wall_time_s"]
-                                     for r in runs if (run_dir[r] / "result.json").is_file()), 1),
+        "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values()
+                                     if result), 1),
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
     result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
@@ -123,8 +178,83 @@ def main(argv=None) -> int:
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
     build_results(sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
-    crashed = [c for c in result_cells if (c.run_dir / "failed.json").is_file()]
+    crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
     return 1 if crashed else 0
+
+
+def _check_selects_runs(profile, sweeps, cells, only) -> None:
+    """A profile (or --only) whose tasks are in none of its sweeps would do nothing and report success."""
+    run_sweeps = [s["name"] for s in sweeps if "columns" in SWEEP_KINDS[s["kind"]] and (not only or s["name"] in only)]
+    if run_sweeps and not any(c.sweep in run_sweeps for c in cells):
+        raise SpecError(f"profile '{profile['name']}': key 'tasks': expected tasks of the sweeps "
+                        f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
+
+
+_lock_file = None  # held open for the runner's lifetime; the kernel releases the lock when the process ends
+
+
+def lock_runs_dir(runs_dir: Path) -> str:
+    """One runner per runs directory: two would train the same runs twice into the same directories (interleaved
+    logs, a failed.json beside a result.json). The second one stops at once with this message rather than wait
+    (a sweep may hold the directory for hours). flock is released by the kernel however the holder ends
+    (kill -9 included), so a stale lock cannot block a later runner. Returns '' when the lock is ours."""
+    global _lock_file
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    f = open(runs_dir / ".runner.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "pid unknown"
+        f.close()
+        return (f"runs directory {runs_dir} is in use by another runner ({holder}); wait for it to end or stop "
+                f"it, or give this one another --runs-dir")
+    f.truncate(0)
+    f.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
+    f.flush()
+    _lock_file = f
+    return ""
+
+
+def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: bool = False):
+    """(inputs of each run, the runs that are finished and current). A result.json that is empty or cut short is
+    not finished (warning naming it; redone). A finished run whose input files changed since is *stale*: the
+    runner stops and lists them (a silently redone run could throw away days of GPU time over an innocent change,
+    a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
+    result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
+    warning says how many."""
+    from runner.inputs import Checksums, run_inputs, stale_inputs
+
+    checksums = Checksums(runs_dir / ".checksums.json")
+    inputs, finished, stale, unverified = {}, set(), [], 0
+    for run in runs:
+        inputs[run] = run_inputs(run.knob_dict, run.uses_elmo, checksums, repo_path)
+        result, problem = load_result(run_dir[run] / "result.json")
+        if problem:
+            print(f"warning: {problem}: counted as " + ("missing (run the runner without --build-only to redo it)"
+                                                       if build_only else "unfinished, it runs again"), file=sys.stderr)
+        if result is None:
+            continue
+        if result.get("inputs") is None:
+            unverified += 1
+        changed = stale_inputs(result.get("inputs"), inputs[run], run.knob_dict)
+        if changed:
+            stale.append((run, changed))
+        else:
+            finished.add(run)
+    checksums.save()
+    if unverified:
+        print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
+              f"read; their data and weights cannot be checked", file=sys.stderr)
+    if stale and (build_only or not redo_stale):
+        lines = [f"  - {run_dir[run]}: {', '.join(changed)}" for run, changed in stale]
+        raise SpecError(f"{len(stale)} finished runs read files that have changed since (stale results):\n" +
+                        "\n".join(lines) + "\nrun again with --redo-stale to train them anew (the old result.json "
+                        "is kept as result.stale.json), or put the old files back")
+    for run, changed in stale:
+        os.replace(run_dir[run] / "result.json", run_dir[run] / "result.stale.json")
+        print(f"stale, runs again: {run_dir[run]} ({', '.join(changed)} changed)")
+    return inputs, finished
 
 
 def _check_inputs(profile, runs, exclude=()):

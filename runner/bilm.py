@@ -58,12 +58,17 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
     with open(log, "ab") as f:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYTHONPATH": str(REPO)})
-        for chunk in iter(lambda: process.stdout.read1(4096), b""):
-            f.write(chunk)
-            f.flush()
-            if show:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
+        try:
+            for chunk in iter(lambda: process.stdout.read1(4096), b""):
+                f.write(chunk)
+                f.flush()
+                if show:
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.flush()
+        except BaseException:  # Ctrl-C (or a full disk): the stage stops with the runner, not after it
+            process.terminate()
+            process.wait()
+            raise
         returncode = process.wait()
     _record(out, command, time.time() - started, returncode)
     if returncode != 0:

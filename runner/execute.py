@@ -1,24 +1,32 @@
 """One run = one ``allennlp train`` of a task config with its knobs, in its own directory; executors run many.
 
 A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's
-serialization dir) and, once finished, ``result.json`` (written last, atomically): a run is finished if and only if
-that file exists. Anything else is unfinished and is started again from scratch; a crash leaves ``failed.json``.
+serialization dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it
+starts) and, once finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if
+and only if that file holds a complete JSON result. Anything else is unfinished and is started again from scratch;
+a crash leaves ``failed.json`` (removed again when the run later finishes: a result always wins).
+
+Interrupts: ``stop_runs()`` (called on Ctrl-C or a full disk) terminates every training this process started and
+keeps queued runs from starting; an interrupted run writes nothing, so it is simply unfinished.
 """
 import ctypes
+import errno
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from runner.spec import REPO
 
 INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
 HEAVY_FILES = ("best.th", "model.tar.gz")  # the frozen biLM is inside; results do not need them
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _die_with_parent():  # a killed runner must not leave trainings behind that write into run directories
@@ -26,9 +34,62 @@ def _die_with_parent():  # a killed runner must not leave trainings behind that 
 
 
 def write_json(path: Path, data) -> None:
+    """Write-then-rename; on a failed write (a full disk) the partial file is removed, never left to look whole."""
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(data, indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
+    """(result, None) for a complete result.json; (None, what is wrong) for an empty or truncated one (a disk that
+    filled up, a copy that was cut short): such a run counts as unfinished; (None, None) when there is none."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None, None
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as e:
+        found = "an empty file" if not text.strip() else f"invalid JSON at line {e.lineno} ({e.msg})"
+        return None, f"{path}: expected a complete JSON result, found {found}"
+    if not isinstance(result, dict):
+        return None, f"{path}: expected a JSON object, found {type(result).__name__}"
+    return result, None
+
+
+# The trainings this process has running, so that an interrupt can stop them all (threads of run_local start them).
+_live = set()
+_live_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def stop_runs(grace_s: float = 10.0) -> int:
+    """Terminate every running training (SIGKILL after ``grace_s``) and start no more; returns how many ran."""
+    with _live_lock:
+        _stopping.set()
+        processes = list(_live)
+    for process in processes:
+        process.terminate()
+    deadline = time.time() + grace_s
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return len(processes)
+
+
+def train_command(task: str, model_dir: Path) -> List[str]:
+    config = REPO / "jsonnet_configs" / f"{task}.jsonnet"
+    return [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
 
 
 def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
@@ -36,26 +97,42 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     """Train (and test) one run; returns a status dict. Safe to call again on a finished run (it skips)."""
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
-    if result_path.is_file():
-        return {"status": "done", "skipped": True, **json.loads(result_path.read_text())}
+    result, _ = load_result(result_path)
+    if result is not None:
+        return {"status": "done", "skipped": True, **result}
+    if _stopping.is_set():
+        return {"status": "interrupted"}
     model_dir = run_dir / "model"
     shutil.rmtree(model_dir, ignore_errors=True)
     (run_dir / "failed.json").unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = REPO / "jsonnet_configs" / f"{task}.jsonnet"
     env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
+    command = train_command(task, model_dir)
     log = run_dir / "log.txt"
     start = time.time()
     with open(log, "w") as out:
         out.write(f"# {' '.join(command)}\n# knobs: {json.dumps(knobs, sort_keys=True)}\n")
         out.flush()
-        returncode = subprocess.call(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                     preexec_fn=_die_with_parent)
+        with _live_lock:  # checked and registered together: a run starting during stop_runs() is not missed
+            if _stopping.is_set():
+                return {"status": "interrupted"}
+            process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                       preexec_fn=_die_with_parent)
+            _live.add(process)
+        try:
+            returncode = process.wait()
+        finally:
+            with _live_lock:
+                _live.discard(process)
+    if _stopping.is_set():
+        return {"status": "interrupted"}
     wall = round(time.time() - start, 1)
     if returncode != 0:
+        error = _last_error_line(log)
+        if "No space left on device" in error:  # every later run would fail the same way: stop the sweep
+            raise OSError(errno.ENOSPC, f"No space left on device (training of {run_dir})", str(log))
         failure = {"task": task, "knobs": knobs, "seed": int(knobs["SEED"]), "returncode": returncode,
-                   "log": str(log), "error": _last_error_line(log), "wall_time_s": wall}
+                   "log": str(log), "error": error, "wall_time_s": wall}
         write_json(run_dir / "failed.json", failure)
         return {"status": "crashed", **failure}
     metrics = json.loads((model_dir / "metrics.json").read_text())
@@ -63,9 +140,11 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     metric = trainer.get("validation_metric", "-loss")
     metric = (metric[0] if isinstance(metric, list) else metric).lstrip("+-")
     mix_path = model_dir / "elmo_mix_weights.json"
+    inputs_path = run_dir / "inputs.json"
     result = {"run_id": run_dir.name, "task": task, "seed": int(knobs["SEED"]), "knobs": knobs, "metric": metric,
               "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
               "metrics": metrics, "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
+              "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
               "wall_time_s": wall, "log": str(log)}
     if not keep_models:
         for name in HEAVY_FILES:
@@ -73,6 +152,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
         for f in model_dir.glob("*_state_*.th"):
             f.unlink()
     write_json(result_path, result)
+    (run_dir / "failed.json").unlink(missing_ok=True)
     return {"status": "done", "skipped": False, **result}
 
 
@@ -92,12 +172,22 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     threads = str(threads or max(1, (os.cpu_count() or 1) // parallel))
+    _stopping.clear()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         futures = {pool.submit(execute_run, j["task"], j["knobs"], j["run_dir"],
                                {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **j["extra_env"]},
                                keep_models): j for j in jobs}
-        for future in as_completed(futures):
-            report(futures[future], future.result())
+        try:
+            for future in as_completed(futures):
+                status = future.result()
+                if status["status"] != "interrupted":
+                    report(futures[future], status)
+        except BaseException:  # Ctrl-C, a full disk: stop the trainings now rather than wait for them to end
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+            stop_runs()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
@@ -112,7 +202,12 @@ def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: b
     pending = {remote.remote(j["task"], j["knobs"], j["run_dir"], j["extra_env"], keep_models): j for j in jobs}
     try:
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            try:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+            except KeyboardInterrupt:  # stop the running tasks and drop the queued ones
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                raise
             job = pending.pop(ready[0])
             try:
                 report(job, ray.get(ready[0]))

@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from runner.execute import load_result  # noqa: E402
 from runner.spec import Cell  # noqa: E402,F401  (the cells the runner hands over; re-exported for callers)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
@@ -26,25 +27,24 @@ DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other tas
 def write_atomic(path: Path, data) -> None:
     """Writes to a temporary sibling, then renames it over `path`."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _load_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: line {e.lineno}: expected JSON, found invalid text ({e.msg})") from None
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_run(run_dir: Path, split: str) -> dict:
     """One run's state: ok (value in %, from `split`; test=null falls back to dev), crashed (log) or missing."""
     result_path, failed_path = Path(run_dir) / "result.json", Path(run_dir) / "failed.json"
-    if result_path.exists():
-        result = _load_json(result_path)
+    result, problem = load_result(result_path)
+    if problem:  # empty or cut short (a full disk): unfinished, the runner redoes it and names it in a warning
+        return {"status": "missing", "problem": problem}
+    if result is not None:  # a result wins over a failed.json left beside it by an earlier attempt
         value, dev_fallback = result.get(split), False
         if value is None and split == "test":
             value, dev_fallback = result.get("dev"), True
@@ -54,7 +54,8 @@ def read_run(run_dir: Path, split: str) -> dict:
         percent = 100.0 * value if value <= 1.0 else float(value)
         return {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
     if failed_path.exists():
-        return {"status": "crashed", "log": str(_load_json(failed_path).get("log") or failed_path)}
+        failure, _ = load_result(failed_path)
+        return {"status": "crashed", "log": str((failure or {}).get("log") or failed_path)}
     return {"status": "missing"}
 
 
@@ -258,10 +259,10 @@ def build_mix_weights(sweep: dict, cells: list, out_dir: Path, provenance: dict)
     groups, used_dirs, excluded = {}, set(), 0
     for cell in cells:
         run_dir = Path(cell.run_dir).resolve()
-        if cell.sweep not in sweep["from"] or run_dir in used_dirs or not (run_dir / "result.json").exists():
+        result = load_result(run_dir / "result.json")[0] if cell.sweep in sweep["from"] else None
+        if result is None or run_dir in used_dirs:
             continue
         used_dirs.add(run_dir)  # a run shared by two sweeps counts once
-        result = _load_json(run_dir / "result.json")
         for mix in _mix_entries(run_dir / "result.json", result):
             if mix.get("mode", "weighted") != "weighted":
                 excluded += 1

@@ -5,6 +5,7 @@ A sweep file (runner/sweeps/<name>.json) lists a table's or figure's runs as kno
 identified by its task and its complete knob settings, so a run shared by two sweeps (Table 1's baseline is Figure
 1's baseline at 100 %) is trained once.
 """
+import difflib
 import hashlib
 import json
 import os
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tasks.knobs import KNOBS
+from tasks.knobs import KNOBS, knob_problems
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -78,27 +79,194 @@ def load_profile(name_or_path: str) -> Tuple[dict, Path]:
     if not path.suffix:
         path = HERE / "profiles" / f"{name_or_path}.json"
     profile = _load_json(path, "profile")
-    for key in ("sweeps",):
-        if key not in profile:
-            raise SpecError(f"profile '{path}': missing key '{key}'")
+    check_profile(profile, path)
     profile.setdefault("name", path.stem)
     return profile, path
 
 
 def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = None) -> List[dict]:
+    check_only(profile, only)
     sweeps = []
     for name in profile["sweeps"]:
         if only and name not in only:
             continue
         sweep = _load_json(HERE / "sweeps" / f"{name}.json", "sweep")
         sweep = {**sweep, **profile.get("sweep_overrides", {}).get(name, {})}
-        for key in ("name", "kind", "tasks"):
-            if key not in sweep:
-                raise SpecError(f"sweep '{name}' (with overrides from '{profile_path}'): missing key '{key}'")
-        if sweep["kind"] != "mix_weights" and "columns" not in sweep:
-            raise SpecError(f"sweep '{name}': missing key 'columns'")
+        check_sweep(sweep, f"sweep '{name}' (runner/sweeps/{name}.json with the overrides of '{profile_path}')")
         sweeps.append(sweep)
     return sweeps
+
+
+# ---- The schema of profiles and sweeps, checked before anything runs: a misspelt key or a wrong value is an error
+# naming the key, what was expected and what was found, never a silently ignored setting (issue 12).
+
+TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
+SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
+
+PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
+                "requires": dict, "jobs": int, "cache": bool, "bilm": dict, "sweep_overrides": dict, "device": str}
+BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
+DEVICES = ("cpu", "cuda")
+_JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
+
+# Sweep kinds and the fields each may have besides SWEEP_COMMON. A new kind (e.g. a probe) is one more entry here
+# (and its builder in runner/results.py); a kind with "columns" expands to runs, one per column, x value and seed.
+SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
+SWEEP_KINDS = {
+    "table": {"split", "columns", "seeds"},
+    "curve": {"split", "columns", "seeds", "x"},
+    "mix_weights": {"from"},
+}
+SPLITS = ("dev", "test")
+
+
+def _found(value) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}" if not isinstance(value, str) \
+        else repr(value)
+
+
+def _key_error(where: str, key: str, expected: str, found) -> SpecError:
+    return SpecError(f"{where}: key '{key}': expected {expected}, found {_found(found)}")
+
+
+def _unknown(where: str, key: str, known, what: str) -> SpecError:
+    leaf = re.split(r"[.\[\]']+", key.strip("]'"))[-1]  # 'tasks['nerr']' -> nerr, 'columns[0].knob' -> knob
+    close = difflib.get_close_matches(leaf, list(known), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return SpecError(f"{where}: key '{key}': not a {what}{hint}; expected one of {', '.join(sorted(known))}")
+
+
+def _check_keys(where: str, mapping: dict, known, what: str, prefix: str = "") -> None:
+    for key in mapping:
+        if key not in known:
+            raise _unknown(where, prefix + key, known, what)
+
+
+def _check_tasks(where: str, key: str, value) -> None:
+    if not isinstance(value, list) or not value:
+        raise _key_error(where, key, f"a non-empty list of tasks ({', '.join(TASKS)})", value)
+    for task in value:
+        if not isinstance(task, str):
+            raise _key_error(where, key, f"a list of task names ({', '.join(TASKS)})", value)
+        if task not in TASKS:
+            raise _unknown(where, f"{key}[{task!r}]", TASKS, "task")
+
+
+def _check_knob_settings(where: str, key: str, settings, per_task: bool) -> None:
+    """Knob name -> value (``per_task``: or a dict task -> value). Values are checked with every knob merged, in
+    run_knobs; here the names, the shapes and SEED, which the runner sets per run from the sweep's 'seeds'."""
+    if not isinstance(settings, dict):
+        raise _key_error(where, key, "an object of knob settings", settings)
+    for name, value in settings.items():
+        if name not in KNOBS:
+            raise _unknown(where, f"{key}.{name}", KNOBS, "knob of tasks/knobs.py")
+        if name == "SEED":
+            raise SpecError(f"{where}: key '{key}.SEED': the runner sets SEED per run (1..n, from the sweep's "
+                            f"'seeds'), found {value!r}; remove it (a fixed seed would be replaced, or count one run "
+                            f"as several seeds)")
+        values = value.items() if per_task and isinstance(value, dict) else [(None, value)]
+        for task, v in values:
+            if task is not None and task not in TASKS:
+                raise _unknown(where, f"{key}.{name}.{task}", TASKS, "task")
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                raise _key_error(where, f"{key}.{name}" + (f".{task}" if task else ""),
+                                 "a string" + (" or an object task -> string" if per_task else ""), v)
+
+
+def check_profile(profile, path) -> None:
+    where = f"profile '{path}'"
+    if not isinstance(profile, dict):
+        raise SpecError(f"{where}: expected a JSON object, found {_found(profile)}")
+    _check_keys(where, profile, PROFILE_KEYS, "profile key")
+    if "sweeps" not in profile:
+        raise SpecError(f"{where}: missing key 'sweeps' (a list of: {', '.join(SWEEP_NAMES)})")
+    for key, kind in PROFILE_KEYS.items():
+        if key in profile and (not isinstance(profile[key], kind) or (kind is int and isinstance(profile[key], bool))):
+            raise _key_error(where, key, _JSON_TYPES[kind], profile[key])
+    if not profile["sweeps"]:
+        raise _key_error(where, "sweeps", f"a non-empty list of: {', '.join(SWEEP_NAMES)}", profile["sweeps"])
+    for name in profile["sweeps"]:
+        if name not in SWEEP_NAMES:
+            raise _unknown(where, f"sweeps[{name!r}]", SWEEP_NAMES, "sweep (runner/sweeps/*.json)")
+    if "tasks" in profile:
+        _check_tasks(where, "tasks", profile["tasks"])
+    _check_knob_settings(where, "knobs", profile.get("knobs", {}), per_task=False)
+    for task, knobs in profile.get("task_knobs", {}).items():
+        if task not in TASKS:
+            raise _unknown(where, f"task_knobs.{task}", TASKS, "task")
+        _check_knob_settings(where, f"task_knobs.{task}", knobs, per_task=False)
+    for key, hint in profile.get("requires", {}).items():
+        knob = key.split(".", 1)[-1]
+        if knob not in KNOBS or ("." in key and key.split(".", 1)[0] not in TASKS) or not isinstance(hint, str):
+            raise _key_error(where, f"requires.{key}", "'KNOB' or 'task.KNOB' -> a hint string", hint)
+    if profile.get("jobs", 1) < 1:
+        raise _key_error(where, "jobs", "an integer >= 1", profile["jobs"])
+    if profile.get("device", "cpu") not in DEVICES:
+        raise _key_error(where, "device", " or ".join(DEVICES), profile["device"])
+    for stage, spec in profile.get("bilm", {}).items():
+        if stage not in BILM_KEYS:
+            raise _unknown(where, f"bilm.{stage}", BILM_KEYS, "biLM stage")
+        if not isinstance(spec, dict):
+            raise _key_error(where, f"bilm.{stage}", "an object", spec)
+        _check_keys(where, spec, BILM_KEYS[stage], f"key of bilm.{stage}", prefix=f"bilm.{stage}.")
+    for name, override in profile.get("sweep_overrides", {}).items():
+        if name not in profile["sweeps"]:
+            raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
+        if not isinstance(override, dict):
+            raise _key_error(where, f"sweep_overrides.{name}", "an object of sweep fields", override)
+
+
+def check_only(profile: dict, only: Optional[List[str]]) -> None:
+    for name in only or []:
+        if name not in profile["sweeps"]:
+            close = difflib.get_close_matches(name, profile["sweeps"], n=1)
+            raise SpecError(f"--only: '{name}' is not a sweep of profile '{profile.get('name', '')}'"
+                            f"{f' (did you mean {close[0]!r}?)' if close else ''}; expected some of "
+                            f"{', '.join(profile['sweeps'])}")
+
+
+def check_sweep(sweep: dict, where: str) -> None:
+    for key in ("name", "kind", "tasks"):
+        if key not in sweep:
+            raise SpecError(f"{where}: missing key '{key}'")
+    kind = sweep["kind"]
+    if kind not in SWEEP_KINDS:
+        raise _key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
+    _check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
+    _check_tasks(where, "tasks", sweep["tasks"])
+    if "split" in SWEEP_KINDS[kind] and sweep.get("split") not in SPLITS:
+        raise _key_error(where, "split", " or ".join(SPLITS), sweep.get("split"))
+    if "columns" in SWEEP_KINDS[kind]:
+        columns = sweep.get("columns")
+        if not isinstance(columns, list) or not columns:
+            raise _key_error(where, "columns", "a non-empty list of {\"label\": ..., \"knobs\": {...}}", columns)
+        labels = set()
+        for i, column in enumerate(columns):
+            if not isinstance(column, dict) or not isinstance(column.get("label"), str):
+                raise _key_error(where, f"columns[{i}]", "an object with a string 'label'", column)
+            _check_keys(where, column, ("label", "knobs"), "column key", prefix=f"columns[{i}].")
+            if column["label"] in labels:  # one run would be counted as two seeds of one cell
+                raise _key_error(where, f"columns[{i}].label", "labels that differ between columns",
+                                 column["label"])
+            labels.add(column["label"])
+            _check_knob_settings(where, f"columns[{i}].knobs", column.get("knobs", {}), per_task=True)
+    seeds = sweep.get("seeds", {})
+    if not isinstance(seeds, dict):
+        raise _key_error(where, "seeds", "an object task|'default' -> number of seeds", seeds)
+    for task, n in seeds.items():
+        if task != "default" and task not in TASKS:
+            raise _unknown(where, f"seeds.{task}", ["default", *TASKS], "task")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise _key_error(where, f"seeds.{task}", "an integer >= 1", n)
+    if "x" in SWEEP_KINDS[kind]:
+        x = sweep.get("x")
+        if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED" \
+                or not isinstance(x.get("values"), list) or not x["values"]:
+            raise _key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
+        _check_keys(where, x, ("knob", "values"), "key of x", prefix="x.")
+    for name in sweep.get("from", []) if "from" in SWEEP_KINDS[kind] else []:
+        if name not in SWEEP_NAMES:
+            raise _unknown(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -111,19 +279,24 @@ def expand(value: str) -> str:
 
 
 def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
-    knobs = dict(KNOBS)
-    knobs.update(profile.get("knobs", {}))
-    knobs.update(profile.get("task_knobs", {}).get(task, {}))
-    for name, value in settings.items():
-        if isinstance(value, dict):  # per-task value
-            if task not in value:
-                raise SpecError(f"{where}: knob '{name}' has no value for task '{task}'")
-            value = value[task]
-        knobs[name] = str(value)
+    knobs, origin = dict(KNOBS), {}
+    layers = [("key 'knobs'", profile.get("knobs", {})), (f"key 'task_knobs.{task}'",
+                                                         profile.get("task_knobs", {}).get(task, {}))]
+    for source, layer in layers + [(where, settings)]:
+        for name, value in layer.items():
+            if isinstance(value, dict):  # per-task value
+                if task not in value:
+                    raise SpecError(f"{where}: knob '{name}' has no value for task '{task}'")
+                value = value[task]
+            knobs[name], origin[name] = str(value), source
     unknown = sorted(set(knobs) - set(KNOBS))
     if unknown:
         raise SpecError(f"{where}: unknown knob(s) {unknown}; known: {sorted(KNOBS)}")
-    return {k: expand(str(v)) for k, v in knobs.items()}
+    knobs = {k: expand(str(v)) for k, v in knobs.items()}
+    for problem in knob_problems(knobs):  # the value each run would train with, checked before any run starts
+        name = problem.split()[1]
+        raise SpecError(f"profile '{profile.get('name', '')}', {origin.get(name, 'default')}, task {task}: {problem}")
+    return knobs
 
 
 def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
@@ -131,7 +304,7 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
     cells = []
     tasks_allowed = profile.get("tasks")
     for sweep in sweeps:
-        if sweep["kind"] == "mix_weights":
+        if "columns" not in SWEEP_KINDS.get(sweep["kind"], ()):
             continue
         xs = sweep.get("x", {}).get("values", [None])
         x_knob = sweep.get("x", {}).get("knob")

@@ -1,7 +1,12 @@
 """Downstream tasks of the ELMo paper (Sec. 4): one sub-package per task."""
-from tasks.knobs import apply_defaults
+from tasks import error_report
+
+error_report.install()  # first: bad input (data, knobs) is one line on stderr, not a traceback
+
+from tasks.knobs import apply_defaults, check_environment  # noqa: E402
 
 apply_defaults()
+check_environment()
 
 # Shared task infrastructure and the task packages (registered AllenNLP components).
 from tasks import elmo_input_sized, spacy_blank_tokenizer, subsample  # noqa: E402,F401

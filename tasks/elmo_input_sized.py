@@ -6,7 +6,6 @@ takes only literal paths), so the config gives the input size without ELMo and t
 read from ``options_file`` when it builds the inner encoder. Configs get it from ``elmo.libsonnet``'s
 ``input_sized(encoder, dim)``, which uses this wrapper only when ELMo is at the input.
 """
-import json
 from typing import Optional
 
 import torch
@@ -15,16 +14,12 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.modules import Seq2SeqEncoder
 
+from elmo_module.options import BiLmOptions
+
 
 def elmo_output_dim(options_file: str) -> int:
     """The ELMo vector size of a biLM: [forward; backward] of the projection size (paper Sec. 3.1)."""
-    with open(cached_path(options_file)) as options:
-        try:
-            return 2 * int(json.load(options)["lstm"]["projection_dim"])
-        except (KeyError, ValueError, TypeError) as error:
-            raise ConfigurationError(
-                f"{options_file}: expected a biLM options file with lstm.projection_dim ({error!r})"
-            )
+    return BiLmOptions.load(cached_path(options_file)).output_dim  # checked: one-line errors (ElmoInputError)
 
 
 @Seq2SeqEncoder.register("elmo_input_sized")

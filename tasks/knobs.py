@@ -5,7 +5,9 @@ an external variable, and imports this package (through ``.allennlp_plugins`` or
 it evaluates a config, so setting the defaults here lets ``allennlp train jsonnet_configs/ner.jsonnet`` run with no
 variable set, while ``ELMO=input allennlp train ...`` changes one knob. This is the one place the defaults live.
 """
+import math
 import os
+import sys
 
 # Paper defaults (Peters et al. 2018, Sec. 5 and Table 2): ELMo at the input, weighted mix, lambda = 0.001.
 KNOBS = {
@@ -15,6 +17,9 @@ KNOBS = {
     "ELMO_MIX": "weighted",
     # lambda of the lambda * sum(w^2) penalty on the mix weights (Sec. 3.2, Table 2)
     "ELMO_LAMBDA": "0.001",
+    # layer norm of each biLM layer before the mix (paper Sec. 3.2; bilm-tf's weight_layers do_layer_norm): false |
+    # true. allennlp-models' ELMo configs and document-qa use false; the paper's SNLI model used true
+    "ELMO_LAYER_NORM": "false",
     # biLM files (options.json + hdf5 in the official layout); empty = the small bundled biLM
     "ELMO_OPTIONS": "",
     "ELMO_WEIGHTS": "",
@@ -46,3 +51,74 @@ def apply_defaults(environ=os.environ):
     """Set every knob that the environment does not already set."""
     for name, value in KNOBS.items():
         environ.setdefault(name, value)
+
+
+def _number(low, high=None, low_open=True, integer=False, what=None):
+    """A rule: the value parses as a finite number (an integer if ``integer``) above ``low`` (or at it, if not
+    ``low_open``) and at most ``high``; returns what was expected when it does not."""
+    bounds = (f" in {'(' if low_open else '['}{low}, {high}]" if high is not None
+              else f" {'>' if low_open else '>='} {low}")
+    expected = what or ("an integer" if integer else "a number") + bounds
+
+    def check(value):
+        try:
+            number = int(value) if integer else float(value)
+        except ValueError:
+            return expected
+        in_range = math.isfinite(number) and (number > low if low_open else number >= low) and \
+            (high is None or number <= high)
+        return None if in_range else expected
+    return check
+
+
+def _one_of(*allowed):
+    return lambda value: None if value in allowed else " | ".join(allowed)
+
+
+def _empty_or(rule):
+    return lambda value: None if value == "" else (rule(value) and f"empty or {rule(value)}")
+
+
+# What each knob accepts (the configs would otherwise train silently on a wrong value: TRAIN_FRACTION=1.5 trains on
+# all the data and is reported as 1.5; NUM_EPOCHS=0 trains nothing). Knobs not listed (paths) take any string.
+RULES = {
+    "ELMO": _one_of("none", "input", "output", "both"),
+    "ELMO_MIX": _one_of("weighted", "last_only", "average"),
+    "ELMO_LAMBDA": _number(0, low_open=False),
+    "ELMO_LAYER_NORM": _one_of("false", "true"),
+    "SEED": _number(0, low_open=False, integer=True),
+    "TRAIN_FRACTION": _number(0, 1),
+    "SST_PHRASES": _one_of("true", "false"),
+    "SIZE": _one_of("paper", "small", "tiny"),
+    "NUM_EPOCHS": _empty_or(_number(0, integer=True, what="a positive integer")),
+    "CUDA_DEVICE": _number(-1, low_open=False, integer=True),
+    "WANDB": _one_of("false", "true"),
+}
+
+
+def knob_problems(knobs) -> list:
+    """One line per knob in ``knobs`` (a dict, e.g. os.environ) whose value its rule rejects:
+    ``TRAIN_FRACTION = '1.5': expected a number in (0, 1]``."""
+    problems = []
+    for name, rule in RULES.items():
+        if name in knobs:
+            expected = rule(str(knobs[name]))
+            if expected:
+                problems.append(f"knob {name} = {str(knobs[name])!r}: expected {expected}")
+    return problems
+
+
+def _running_allennlp() -> bool:
+    """``allennlp ...`` or ``python -m allennlp ...``: the process that reads the knobs from its environment (the
+    runner and the tests import this package too, but hand knobs to their runs explicitly)."""
+    program = os.path.normpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return os.path.basename(program) == "allennlp" or program.endswith(os.path.join("allennlp", "__main__.py"))
+
+
+def check_environment(environ=os.environ) -> None:
+    """Called when the tasks package is imported: under ``allennlp``, a bad knob stops it with one line on stderr
+    (before any data is read), not a traceback or a training on a wrong value."""
+    problems = knob_problems(environ)
+    if problems and _running_allennlp():
+        print(f"error: {problems[0]} (environment variable; see tasks/knobs.py)", file=sys.stderr)
+        raise SystemExit(2)

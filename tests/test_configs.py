@@ -178,3 +178,21 @@ def test_paper_profile_gives_each_task_the_glove_its_paper_size_config_reads(kno
     knobs(**{name: value for name, value in run_knobs.items() if name in ("GLOVE_PATH", "SIZE")})
     words = config_params(task).as_dict()["model"]["text_field_embedder"]["token_embedders"]["tokens"]
     assert (words["pretrained_file"], words["embedding_dim"]) == (f"/glove/{variable}.txt", dim)
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+def test_elmo_layer_norm_knob_reaches_every_mix(knobs, task):
+    """ELMO_LAYER_NORM (default false, as allennlp-models and document-qa) turns on the paper code's layer norm in
+    every scalar mix of every task, both placements; a value other than false|true is refused."""
+    vocab = sample_vocabulary(task)
+
+    def layer_norms(**extra):
+        knobs(ELMO="both", **extra)
+        model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
+        return [module.do_layer_norm for module in model.modules() if type(module).__name__ == "ScalarMix"]
+
+    assert layer_norms() == [False, False]
+    assert layer_norms(ELMO_LAYER_NORM="true") == [True, True]
+    knobs(ELMO_LAYER_NORM="yes")
+    with pytest.raises(Exception, match="ELMO_LAYER_NORM must be false\\|true, found yes"):
+        config_params(task)

@@ -127,3 +127,75 @@ def test_indexer_matches_allennlp_elmo_characters():
     assert ours["elmo_tokens"] == theirs["elmo_tokens"]
     padded = ElmoCharactersIndexer().as_padded_tensor_dict(ours, {"elmo_tokens": len(tokens) + 2})
     assert padded["elmo_tokens"].shape == (len(tokens) + 2, 50) and not padded["elmo_tokens"][-2:].any()
+
+
+# --- where the output goes: checked before the work; a full disk leaves no output ---------------------------------
+
+def embed_args(elmo_files, source, out):
+    return ["embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input", str(source),
+            "--output", str(out)]
+
+
+def test_output_in_a_missing_directory_or_input_a_directory_fails_before_the_work(tmp_path, elmo_files, capsys):
+    source = write_lines(tmp_path / "in.txt", SENTENCES)
+    bad_weights = (elmo_files[0], tmp_path / "no-weights.hdf5")  # an error about these would mean work was started
+    assert main(embed_args(bad_weights, source, tmp_path / "missing" / "out.hdf5")) == 2
+    assert capsys.readouterr().err == (f"error: --output '{tmp_path}/missing/out.hdf5': directory "
+                                       f"'{tmp_path}/missing' does not exist\n")
+    assert main(embed_args(bad_weights, source, tmp_path)) == 2
+    assert "is a directory; expected an hdf5 file name" in capsys.readouterr().err
+    assert main(embed_args(elmo_files, tmp_path, tmp_path / "out.hdf5")) == 2
+    assert capsys.readouterr().err == f"error: --input '{tmp_path}' is a directory; expected a text file, one " \
+                                      f"sentence per line\n"
+
+
+def in_private_mount(tmp_path, script: str):
+    """Runs ``script`` (sh) where ``$MNT`` is a small tmpfs of its own (a user+mount namespace: no root needed
+    outside, nothing left mounted); skips where namespaces are not allowed."""
+    mount = tmp_path / "mnt"
+    mount.mkdir(exist_ok=True)
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no user namespaces (unshare -rm) for a private tmpfs")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MNT": str(mount), "PY": sys.executable}
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def test_read_only_directory_and_full_disk_fail_before_the_work(tmp_path, elmo_files):
+    source = write_lines(tmp_path / "in.txt", SENTENCES * 300)
+    args = " ".join(embed_args(elmo_files, source, "$MNT/out.hdf5")[:-1])
+    done = in_private_mount(tmp_path, f'mount -t tmpfs -o ro,size=1m none "$MNT" && "$PY" -m elmo_module {args} '
+                                      f'"$MNT/out.hdf5"; echo "rc=$?"; ls "$MNT"')
+    assert done.stdout.splitlines() == ["rc=2"], done.stderr
+    assert done.stderr == (f"error: --output '{tmp_path}/mnt/out.hdf5': cannot write in '{tmp_path}/mnt' "
+                           f"(Read-only file system)\n")
+    done = in_private_mount(tmp_path, f'mount -t tmpfs -o size=64k none "$MNT" && "$PY" -m elmo_module {args} '
+                                      f'"$MNT/out.hdf5"; echo "rc=$?"; ls "$MNT"')
+    assert done.stdout.splitlines() == ["rc=2"], done.stderr
+    assert done.stderr.startswith(f"error: --output '{tmp_path}/mnt/out.hdf5': needs about ")
+    assert "MiB free (no output written)" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_disk_that_fills_during_the_work_is_a_one_line_error_and_leaves_no_output(tmp_path, elmo_files):
+    """The embed stops itself at its first batch (ELMO_PAUSE_AT), another process fills the disk, the embed goes
+    on: a one-line error, exit 2, nothing left in the directory."""
+    from elmo_module.embed import output_bytes
+    from elmo_module.options import BiLmOptions
+
+    source = write_lines(tmp_path / "in.txt", SENTENCES * 300)
+    options = BiLmOptions.load(elmo_files[0])
+    size_k = 2 * output_bytes(SENTENCES * 300, options.n_layers + 1, options.output_dim) // 1024
+    args = " ".join(embed_args(elmo_files, source, "$MNT/out.hdf5")[:-1])
+    done = in_private_mount(tmp_path, f"""
+        mount -t tmpfs -o size={size_k}k none "$MNT" || exit 1
+        ELMO_PAUSE_AT=embed-batch "$PY" -m elmo_module {args} "$MNT/out.hdf5" --batch-size 64 2>"$MNT.err" &
+        pid=$!
+        until grep -q "paused at embed-batch" "$MNT.err" || ! kill -0 $pid; do sleep 0.1; done
+        cat /dev/zero > "$MNT/filler" 2>/dev/null   # fills the disk: ENOSPC
+        kill -CONT $pid; wait $pid; echo "rc=$?"; rm "$MNT/filler"; echo "left: $(ls "$MNT")"
+    """)
+    assert done.stdout.splitlines() == ["rc=2", "left: "], done.stdout + done.stderr
+    err = (tmp_path / "mnt.err").read_text()
+    assert "paused at embed-batch" in err and "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"error: --output '{tmp_path}/mnt/out.hdf5': needs about ")

@@ -4,7 +4,9 @@ Tiny models on tiny corpora the tests write themselves: sentences from a small g
 """
 import json
 import math
+import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +162,26 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(tmp_path):
                               b["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"][...])
 
 
+def test_resume_refuses_another_corpus_with_the_same_token_count(tmp_path, capsys):
+    """The checkpoint records each training file's size and SHA-256; before, only the token count was compared."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "240") == 0
+    train = data / "train.txt"
+    lines = train.read_text().splitlines(keepends=True)
+    moved = tmp_path / "moved" / "train.txt"  # the same text under another path resumes
+    moved.parent.mkdir()
+    moved.write_text("".join(lines))
+    args = ["pretrain", "--options", str(data / "options.json"), "--heldout", str(data / "heldout.txt"),
+            "--out", str(tmp_path / "lm"), "--tokens", "480", "--resume", *TRAIN_ARGS]
+    assert main([*args, "--train", str(moved)]) == 0
+    capsys.readouterr()
+    train.write_text("".join(reversed(lines)))  # same lines, same token count, another stream
+    assert main([*args, "--tokens", "720", "--train", str(train)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: checkpoint '{tmp_path / 'lm' / 'checkpoint.pt'}' was trained on '{moved}' "
+                            f"(sha256 ") and "--train file 1 is" in error and error.count("\n") == 1
+
+
 def test_interrupted_run_leaves_a_checkpoint_and_no_weight_file(tmp_path, monkeypatch):
     data = write_corpus(tmp_path)
     original, calls = LmTrainer.train_step, []
@@ -193,6 +215,44 @@ def test_finetuning_lowers_dev_perplexity_on_in_domain_text(trained, tmp_path):
     assert result["dev"]["average"] < 0.7 * result["dev_before"]["average"]
     assert result["dev"] == min(result["epochs"], key=lambda e: e["average"])
     assert load_bilm(tmp_path / "tuned" / "options.json", tmp_path / "tuned" / "weights.hdf5") is not None
+
+
+def finetune_killed_at(point, lm, tmp_path):
+    """A real ``finetune --epochs 2`` process, stopped at ``point`` (ELMO_PAUSE_AT) and killed with SIGKILL."""
+    order = ("o", "s", "v")
+    (tmp_path / "task.txt").write_text(grammar_lines(300, 5, order))
+    (tmp_path / "dev.txt").write_text(grammar_lines(30, 6, order))
+    command = [sys.executable, "-m", "elmo_module", "finetune", "--from", str(lm), "--train",
+               str(tmp_path / "task.txt"), "--dev", str(tmp_path / "dev.txt"), "--epochs", "2", "--out",
+               str(tmp_path / "tuned"), *TRAIN_ARGS, "--threads", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ELMO_PAUSE_AT": point}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stderr:
+            if "paused at " in line:
+                break
+        else:
+            pytest.fail(f"finetune ended (status {process.wait()}) without reaching {point}")
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    return command
+
+
+@pytest.mark.parametrize("point", ["finetune-epoch-written", "softmax-written:2"])
+def test_finetune_killed_after_an_epoch_or_between_its_files_leaves_no_output(trained, tmp_path, point):
+    """Killed after epoch 1 of 2, or after epoch 2's softmax.hdf5 but before its weights.hdf5: before the fix the
+    output directory held a complete-looking weights.hdf5 without perplexity.json, and in the second case epoch 2's
+    softmax beside epoch 1's weights. Now the files appear together (one rename) or not at all; a new run succeeds."""
+    _, lm = trained
+    command = finetune_killed_at(point, lm, tmp_path)
+    out = tmp_path / "tuned"
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
+    assert subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["options.json", "perplexity.json", "softmax.hdf5",
+                                                     "vocab.txt", "weights.hdf5"]
+    assert not (tmp_path / "tuned.partial").exists()
 
 
 def test_finetuning_official_style_weights_starts_a_new_softmax(tmp_path):

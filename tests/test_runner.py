@@ -83,8 +83,8 @@ def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
 
 
 def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
-    bad = tmp_path / "broken.txt"
-    bad.write_text("EU NNP B-NP\n")  # 3 columns where CoNLL-2003 has 4
+    bad = tmp_path / "broken.txt"  # beyond the first records that the preflight reads: 3 columns where CoNLL-2003 has 4
+    bad.write_text("EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n" * 8000 + "EU NNP B-NP\n")
     profile = {**PROFILE, "task_knobs": {"ner": {"TRAIN_PATH": str(bad)}},
                "sweep_overrides": {"table1": {"seeds": {"default": 1},
                                               "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}]}}}

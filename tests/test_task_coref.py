@@ -133,10 +133,10 @@ def test_wrong_column_count_and_empty_file_are_errors(tmp_path):
         list(CheckedCorefReader(max_span_width=3).read(str(path)))
 
 
-def test_reader_reads_hub_records_one_document_per_part(monkeypatch):
+def test_reader_reads_hub_records_one_document_per_part(monkeypatch, tmp_path):
     from tests.test_task_srl import HUB_RECORD, fake_hub
 
-    fake_hub(monkeypatch, [HUB_RECORD])
+    fake_hub(monkeypatch, tmp_path, [HUB_RECORD], config="english_v4")
     first, second = CheckedCorefReader(max_span_width=3).read("hf:ontonotes/conll2012_ontonotesv5:english_v4:test")
     assert first["metadata"]["original_text"] == ["Ann", "sold", "it", ".", "She", "left", "."]
     assert [sorted(c) for c in first["metadata"]["clusters"]] == [[(0, 0), (4, 4)]]  # "She" = word 0 of sentence 2

@@ -94,3 +94,43 @@ def test_hub_split_is_read_through_the_same_checks(monkeypatch):
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows, features=features))
     instances = list(reader().read("hf:snli:validation"))
     assert [i["label"].label for i in instances] == ["entailment", "contradiction"]
+
+
+def test_paper_elmo_model_adds_weight_l2_and_attention_dropout(task_env):
+    """The paper's SNLI ELMo model (supplement A.3): lambda * sum(w^2) on the mix weights plus 1e-4 * sum(W^2) over
+    every trainable recurrent and feed-forward weight matrix (not biases, embeddings, gamma), and 50 % dropout on the
+    attention output before the projection. Only at SIZE paper with ELMo; the baseline and small sizes unchanged."""
+    import torch
+    from allennlp.common.plugins import import_plugins
+    from allennlp.models import Model
+
+    from tests.test_configs import config_params, sample_vocabulary
+
+    import_plugins()
+    vocab = sample_vocabulary("snli")
+
+    def build(**knobs):
+        task_env(**knobs)
+        return Model.from_params(vocab=vocab, params=config_params("snli").pop("model"))
+
+    model = build(SIZE="paper", ELMO="both", ELMO_LAMBDA="0.001")
+    with torch.no_grad():
+        for _, parameter in model.named_parameters():
+            parameter.uniform_(-0.5, 0.5)  # mix weights start at 0: make every term count
+    expected = 0.0
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        if name.endswith("mix_weights"):
+            expected += 0.001 * float((parameter ** 2).sum())
+        elif parameter.dim() == 2 and "token_embedder_tokens" not in name:  # LSTM and feed-forward matrices
+            expected += 0.0001 * float((parameter ** 2).sum())
+    assert float(model.get_regularization_penalty()) == pytest.approx(expected, rel=1e-5)
+    dropouts = [m.p for m in model._projection_feedforward.modules() if isinstance(m, torch.nn.Dropout)]
+    assert 0.5 in dropouts
+
+    for knobs in ({"SIZE": "paper", "ELMO": "none"}, {"SIZE": "small", "ELMO": "both"}):
+        model = build(**knobs)
+        assert type(model._projection_feedforward).__name__ == "FeedForward"
+        regexes = [regex for regex, _ in model._regularizer._regularizers] if model._regularizer else []
+        assert regexes == (["mix_weights"] if knobs["ELMO"] != "none" else [])

@@ -141,3 +141,67 @@ def test_hub_split_is_regrouped_into_paragraphs_and_checked(monkeypatch):
     rows["answers"][1]["answer_start"] = [12, 16]
     with pytest.raises(ConfigurationError, match="data\\[0\\].paragraphs\\[0\\].qas\\[1\\].answers\\[0\\]"):
         list(reader().read("hf:squad:validation"))
+
+
+def _glove_line(word, value, dim):
+    return word + " " + " ".join([str(value)] * dim) + "\n"
+
+
+def test_glove_cased_with_lowercase_fallback_as_document_qa(tmp_path):
+    """docqa/nn/embedder.py:206-219, 264-277: the cased word's vector, else its lowercase form's, else zero (fixed)."""
+    from allennlp.data import Vocabulary
+
+    from tasks.squad.glove_fallback import GloveCasedFallbackEmbedding
+
+    glove = tmp_path / "glove.txt"
+    glove.write_text("".join(_glove_line(w, v, 4) for w, v in
+                             [("The", 1.0), ("the", 2.0), ("paris", 3.0), ("Berlin", 4.0), ("unused", 5.0)]))
+    vocab = Vocabulary()
+    for word in ["The", "the", "Paris", "Berlin", "berlin", "Zzyzx"]:
+        vocab.add_token_to_namespace(word, "tokens")
+    embedding = GloveCasedFallbackEmbedding(embedding_dim=4, vocab=vocab, pretrained_file=str(glove))
+
+    def row(word):
+        return embedding.weight[vocab.get_token_index(word, "tokens")].tolist()
+
+    assert row("The") == [1.0] * 4 and row("the") == [2.0] * 4  # cased first: "The" is not "the"
+    assert row("Paris") == [3.0] * 4  # missing cased -> lowercase vector
+    assert row("Berlin") == [4.0] * 4 and row("berlin") == [0.0] * 4  # no upward fallback
+    assert row("Zzyzx") == [0.0] * 4 and embedding.weight[0].tolist() == [0.0] * 4  # unknown and padding: zero
+    assert not embedding.weight.requires_grad
+
+
+def test_glove_of_the_wrong_dimension_is_a_one_line_error(tmp_path):
+    from allennlp.data import Vocabulary
+
+    from tasks.squad.glove_fallback import GloveCasedFallbackEmbedding
+
+    vocab = Vocabulary()
+    vocab.add_token_to_namespace("the", "tokens")
+    glove = tmp_path / "glove.6B.50d.txt"
+    glove.write_text(_glove_line("the", 0.5, 50))
+    with pytest.raises(ConfigurationError, match=r"glove.6B.50d.txt: line 1: expected a word and 300 numbers .*found 50"):
+        GloveCasedFallbackEmbedding(embedding_dim=300, vocab=vocab, pretrained_file=str(glove))
+    with pytest.raises(ConfigurationError, match="GloVe file not found"):
+        GloveCasedFallbackEmbedding(embedding_dim=300, vocab=vocab, pretrained_file=str(tmp_path / "missing.txt"))
+
+
+def test_paper_size_with_glove_indexes_cased_words_and_uses_the_fallback(task_env, tmp_path):
+    """SIZE paper as document-qa: cased indexer, the fallback embedder on 300-d GloVe; GRU 100 baseline, 90 with ELMo."""
+    from allennlp.common import Params
+    from allennlp.common.plugins import import_plugins
+
+    import_plugins()
+    glove = tmp_path / "glove.840B.300d.txt"
+    glove.write_text(_glove_line("What", 1.0, 300) + _glove_line("what", 2.0, 300))
+    task_env(SIZE="paper", GLOVE_PATH=str(glove), NUM_EPOCHS="")
+    params = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "squad.jsonnet")).as_dict()
+    assert params["dataset_reader"]["token_indexers"]["tokens"] == {"type": "single_id", "lowercase_tokens": False}
+    words = params["model"]["text_field_embedder"]["token_embedders"]["tokens"]
+    assert words == {"type": "glove_cased_fallback", "embedding_dim": 300, "pretrained_file": str(glove)}
+    assert params["model"]["phrase_encoder"]["hidden_size"] == 100 and params["model"]["linear_dim"] == 200
+    assert params["trainer"]["optimizer"] == {"type": "adadelta", "lr": 1.0, "rho": 0.95, "eps": 1e-8}
+    assert params["trainer"]["num_epochs"] == 26 and params["trainer"]["patience"] is None
+    task_env(ELMO="both")
+    params = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "squad.jsonnet")).as_dict()
+    assert params["model"]["linear_dim"] == 180 and params["trainer"]["num_epochs"] == 24

@@ -153,31 +153,41 @@ HUB_RECORD = {"document_id": "nw/x/00/x_0001", "sentences": [
 ]}
 
 
-def fake_hub(monkeypatch, records):
-    """Replaces datasets.load_dataset; returns the list of (name, config, split) it was called with."""
+def fake_hub(monkeypatch, tmp_path, records, name="ontonotes/conll2012_ontonotesv5", config="english_v12",
+             layout="{config}/{split}-00000-of-00001.parquet"):
+    """A local copy of the hub repository in its parquet layout (ELMO_HF_MIRROR): ``records`` in every split of
+    ``config``, and another config beside it whose records must never be read with it (datasets 2.10.1 would mix
+    them). ``layout``: the main branch's file names, or the automatic conversion's ``{config}/{split}/0000.parquet``."""
     import datasets
 
-    calls = []
-    monkeypatch.setattr(datasets, "load_dataset",
-                        lambda name, config, split: calls.append((name, config, split)) or records)
-    return calls
+    decoy = {"document_id": "decoy", "sentences": [dict(HUB_RECORD["sentences"][2], words=["X", "Y", "Z"])]}
+    for config_name, rows in ((config, records), ("arabic_v4", [decoy])):
+        for split in ("train", "validation", "test"):
+            path = tmp_path / "hub" / name / layout.format(config=config_name, split=split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            datasets.Dataset.from_list(rows).to_parquet(str(path))
+    monkeypatch.setenv("ELMO_HF_MIRROR", str(tmp_path / "hub"))
 
 
-def test_reader_reads_hub_records(monkeypatch):
-    calls = fake_hub(monkeypatch, [HUB_RECORD])
-    instances = list(CheckedSrlReader().read("hf:ontonotes/conll2012_ontonotesv5:english_v4:validation"))
-    assert calls == [("ontonotes/conll2012_ontonotesv5", "english_v4", "validation")]
+@pytest.mark.parametrize("layout", ["{config}/{split}-00000-of-00001.parquet", "{config}/{split}/0000.parquet"])
+def test_reader_reads_hub_records_from_the_parquet_layout(monkeypatch, tmp_path, layout):
+    fake_hub(monkeypatch, tmp_path, [HUB_RECORD], layout=layout)
+    instances = list(CheckedSrlReader().read("hf:ontonotes/conll2012_ontonotesv5:english_v12:validation"))
     assert [(i["metadata"]["verb"], i["tags"].labels) for i in instances] == [
         ("sold", ["B-ARG0", "B-V", "B-ARG1", "O"]), (None, ["O", "O", "O"]), ("ran", ["B-ARG0", "B-V", "O"])]
+    missing = r"english_v4:train: expected parquet files english_v4/train-\*\.parquet in .* found none"
+    with pytest.raises(ConfigurationError, match=missing + r" \(configs there: arabic_v4, english_v12\)"):
+        list(CheckedSrlReader().read("hf:ontonotes/conll2012_ontonotesv5:english_v4:train"))
 
 
-def test_bad_hub_records_and_names_are_errors(monkeypatch):
+def test_bad_hub_records_and_names_are_errors(monkeypatch, tmp_path):
     bad = {"document_id": "d", "sentences": [dict(HUB_RECORD["sentences"][0], srl_frames=[
         {"verb": "sold", "frames": ["B-ARG0", "B-V", "B-ARG1"]}])]}
-    fake_hub(monkeypatch, [bad])
+    fake_hub(monkeypatch, tmp_path / "a", [bad], name="o/c", config="en")
     with pytest.raises(ConfigurationError, match=r"hf:o/c:en:train: document d sentence 0: expected 4 SRL tags"):
         list(CheckedSrlReader().read("hf:o/c:en:train"))
     bad["sentences"][0]["srl_frames"] = [{"verb": "sold", "frames": ["B-ARG0", "B-V", "B-ARGX", "O"]}]
+    fake_hub(monkeypatch, tmp_path / "b", [bad], name="o/c", config="en")
     with pytest.raises(ConfigurationError, match=r"found unknown label 'B-ARGX'"):
         list(CheckedSrlReader().read("hf:o/c:en:train"))
     with pytest.raises(ConfigurationError, match=r"hf:ontonotes: expected hf:<dataset>:<config>:<split>"):

@@ -91,3 +91,20 @@ def test_hub_split_is_read_through_the_same_checks(monkeypatch):
         list(CheckedSstReader().read("hf:sst:ptb:train"))
     rows["ptb_tree"].pop()
     assert [i["label"].label for i in CheckedSstReader().read("hf:sst:ptb:train")] == ["3"]
+
+
+@pytest.mark.parametrize("rows", [
+    {"sentence": ["A good film ."], "label": [0.8], "tokens": ["A|good|film|."], "tree": ["5|5|6|6|0"]},  # hf:sst
+    {"text": ["a good film"], "label": [3], "label_text": ["positive"]},  # hf:SetFit/sst5
+])
+def test_hub_split_without_trees_is_a_one_line_error(monkeypatch, rows):
+    """hf:sst:train (the default config) and hf:SetFit/sst5:train have no phrase trees: before, a bare
+    KeyError: 'ptb_tree'."""
+    import datasets
+
+    from tasks import hub_data
+
+    monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows))
+    with pytest.raises(ConfigurationError, match=r"^hf:SetFit/sst5:train: expected records with a 'ptb_tree' .* "
+                                                 r"hf:sst:ptb:<split>\), found columns " + ", ".join(rows) + "$"):
+        list(CheckedSstReader().read("hf:SetFit/sst5:train"))

@@ -1,4 +1,5 @@
 """Weight files (round trip, bad input) and the scalar mix (gradients of the lambda penalty and of gamma)."""
+import codecs
 import json
 
 import h5py
@@ -171,3 +172,35 @@ def test_options_round_trip_keeps_training_keys():
          "lstm": {"use_skip_connections": True, "projection_dim": 4, "cell_clip": 3, "proj_clip": 3, "dim": 8,
                   "n_layers": 2}}
     assert BiLmOptions.from_dict(d).to_dict() == d
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("lstm.dim", "abc", "key 'lstm.dim' must be an integer >= 1, found 'abc'"),
+    ("lstm.projection_dim", 4.5, "key 'lstm.projection_dim' must be an integer >= 1, found 4.5"),
+    ("lstm.n_layers", 0, "key 'lstm.n_layers' must be an integer >= 1, found 0"),
+    ("char_cnn.n_highway", -1, "key 'char_cnn.n_highway' must be an integer >= 0, found -1"),
+    ("char_cnn.embedding.dim", True, "key 'char_cnn.embedding.dim' must be an integer >= 1, found True"),
+    ("char_cnn.filters", [], "key 'char_cnn.filters' must be a non-empty list of [width, number] pairs, found []"),
+    ("char_cnn.filters", [[1, 4], [60, 8]], "key 'char_cnn.filters[1]': the width must be an integer between 1 and "
+                                            "50 (max_characters_per_token), found 60"),
+])
+def test_options_with_a_size_that_is_not_a_whole_number_or_too_small_are_named(tmp_path, key, value, message):
+    """Before: int("abc") gave a bare ValueError, int(4.5) silently a smaller model, 0 layers no error at all."""
+    d = json.loads(write_random_elmo(tmp_path)[0].read_text())
+    node = d
+    *parents, last = key.split(".")
+    for name in parents:
+        node = node[name]
+    node[last] = value
+    path = tmp_path / "bad_options.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ElmoInputError) as error:
+        BiLmOptions.load(path)
+    assert str(error.value) == f"{path}: {message}"
+
+
+def test_options_with_a_byte_order_mark_load(tmp_path):
+    options, _ = write_random_elmo(tmp_path)
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(codecs.BOM_UTF8 + options.read_bytes())
+    assert BiLmOptions.load(marked) == BiLmOptions.load(options)

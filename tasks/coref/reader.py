@@ -28,13 +28,13 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.fields import LabelField, TensorField
-from allennlp_models.common.ontonotes import Ontonotes
 from allennlp_models.coref.dataset_readers.conll import ConllCorefReader
 
-from tasks.srl.conll2012_format import check_conll2012_file, conll2012_files
+from tasks.srl.conll2012_format import check_conll2012_file, conll2012_documents, conll2012_files
 from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
+EXPECTED_RELEASE = "v4"
 
 GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")  # OntoNotes genres, e2e-coref experiments.conf:72
 
@@ -71,10 +71,10 @@ def _documents(path: str):
     if is_hub_path(path):
         yield from hub_documents(path)
         return
-    ontonotes = Ontonotes()
-    for conll_file in conll2012_files(path):
+    # English only; Lee et al. 2017 used the CoNLL-2012 shared-task release v4 (conll2012_format.RELEASES)
+    for conll_file in conll2012_files(path, expected_release=EXPECTED_RELEASE, task="coreference"):
         check_conll2012_file(conll_file)
-        yield from ontonotes.dataset_document_iterator(conll_file)
+        yield from conll2012_documents(conll_file)
 
 
 def _document_clusters(sentences) -> List[List[Tuple[int, int]]]:

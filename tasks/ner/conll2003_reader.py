@@ -10,14 +10,13 @@ import itertools
 import re
 from typing import Iterable, List
 
-from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.dataset_readers.conll2003 import Conll2003DatasetReader
 from allennlp.data.tokenizers import Token
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error
+from tasks.line_errors import empty_file_error, input_error, text_lines
 
 NER_TAG = re.compile(r"^(O|[IB]-(PER|LOC|ORG|MISC))$")
 CHUNK_TAG = re.compile(r"^(O|[IB]-[A-Z]+)$")  # converted to BIOUL too, so it must be IOB1-shaped
@@ -37,21 +36,20 @@ def read_conll2003_sentences(file_path: str):
     if is_hub_path(file_path):
         yield from hub_sentences(file_path)
         return
-    with open(cached_path(file_path), encoding="utf-8") as data_file:
-        numbered = enumerate(data_file, start=1)
-        is_divider = lambda item: item[1].strip() == "" or item[1].startswith("-DOCSTART-")  # noqa: E731
-        found_any = False
-        for divider, group in itertools.groupby(numbered, is_divider):
-            if divider:
-                continue
-            rows = []
-            group = list(group)
-            for line_number, line in group:
-                columns = line.split()
-                check_columns(file_path, line_number, columns)
-                rows.append(columns)
-            found_any = True
-            yield group[0][0], rows
+    numbered = text_lines(file_path, "CoNLL-2003 sentences")  # BOM dropped, bad bytes named by line
+    is_divider = lambda item: item[1].strip() == "" or item[1].startswith("-DOCSTART-")  # noqa: E731
+    found_any = False
+    for divider, group in itertools.groupby(numbered, is_divider):
+        if divider:
+            continue
+        rows = []
+        group = list(group)
+        for line_number, line in group:
+            columns = line.split()
+            check_columns(file_path, line_number, columns)
+            rows.append(columns)
+        found_any = True
+        yield group[0][0], rows
     if not found_any:
         raise empty_file_error(file_path, "CoNLL-2003 sentences")
 

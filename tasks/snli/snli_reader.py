@@ -9,13 +9,12 @@ instead (tasks/hub_data.py).
 import json
 from typing import Iterable
 
-from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp_models.pair_classification.dataset_readers.snli import SnliReader
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error
+from tasks.line_errors import InputError, empty_file_error, input_error, text_lines
 
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
 NO_MAJORITY = "-"
@@ -23,17 +22,16 @@ NO_MAJORITY = "-"
 
 def file_records(file_path):
     """(line number, JSON object) per non-blank line of a jsonl file."""
-    with open(cached_path(file_path), encoding="utf-8") as snli_file:
-        for line_number, line in enumerate(snli_file, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise input_error(file_path, line_number, "a JSON object", f"invalid JSON ({error.msg})")
-            if not isinstance(record, dict):
-                raise input_error(file_path, line_number, "a JSON object", type(record).__name__)
-            yield line_number, record
+    for line_number, line in text_lines(file_path, "SNLI jsonl records"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise input_error(file_path, line_number, "a JSON object", f"invalid JSON ({error.msg})")
+        if not isinstance(record, dict):
+            raise input_error(file_path, line_number, "a JSON object", type(record).__name__)
+        yield line_number, record
 
 
 def hub_records(path):
@@ -47,7 +45,7 @@ def hub_records(path):
 
 def checked_records(file_path):
     """SNLI records with a string premise, hypothesis and known label; "-" (no majority) pairs dropped."""
-    found_any = False
+    found_any = found_labelled = False
     records = hub_records(file_path) if is_hub_path(file_path) else file_records(file_path)
     for where, record in records:
         found_any = True
@@ -59,9 +57,13 @@ def checked_records(file_path):
             continue
         if label not in SNLI_LABELS:
             raise input_error(file_path, where, f"gold_label in {SNLI_LABELS} or '-'", label)
+        found_labelled = True
         yield record
     if not found_any:
         raise empty_file_error(file_path, "SNLI jsonl records")
+    if not found_labelled:  # else training or evaluating on it would silently use no data
+        raise InputError(f"{file_path}: expected pairs with a gold_label in {SNLI_LABELS}, found only "
+                         f"'{NO_MAJORITY}' (no annotator majority; these pairs are dropped)")
 
 
 @DatasetReader.register("snli_checked")

@@ -10,14 +10,13 @@ regrouped into the official layout (tasks/hub_data.py).
 import json
 from typing import Iterable, List, Optional
 
-from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.tokenizers import Tokenizer
 from allennlp_models.rc.dataset_readers.squad import SquadReader
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error
+from tasks.line_errors import empty_file_error, input_error, read_text
 
 
 def _require(file_path, where: str, record, key: str, kind):
@@ -28,8 +27,7 @@ def _require(file_path, where: str, record, key: str, kind):
 
 
 def file_document(file_path) -> dict:
-    with open(cached_path(file_path), encoding="utf-8") as dataset_file:
-        text = dataset_file.read()
+    text = read_text(file_path, "SQuAD 1.1 JSON")
     if not text.strip():
         raise empty_file_error(file_path, "a SQuAD JSON document")
     try:
@@ -89,6 +87,9 @@ class CheckedSquad1Reader(SquadReader):
                     qa_where = f"{where}.qas[{k}]"
                     question = _require(file_path, qa_where, qa, "question", str)
                     answers = _require(file_path, qa_where, qa, "answers", list)
+                    if not answers:  # SQuAD 1.1 answers every question; v2.0's unanswerable ones are not supported
+                        raise input_error(file_path, f"{qa_where}.answers", "at least one answer (SQuAD 1.1)",
+                                          "[] (an unanswerable question, as in SQuAD 2.0?)")
                     texts, spans = [], []
                     for a, answer in enumerate(answers):
                         answer_where = f"{qa_where}.answers[{a}]"

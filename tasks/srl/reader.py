@@ -12,13 +12,13 @@ from typing import Iterable
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.tokenizers import Token
-from allennlp_models.common.ontonotes import Ontonotes
 from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
 
-from tasks.srl.conll2012_format import check_conll2012_file, conll2012_files
+from tasks.srl.conll2012_format import check_conll2012_file, conll2012_documents, conll2012_files
 from tasks.srl.hub_ontonotes import hub_documents, is_hub_path
 
 logger = logging.getLogger(__name__)
+EXPECTED_RELEASE = "v12"
 
 
 @DatasetReader.register("srl_conll2012")
@@ -43,9 +43,10 @@ class CheckedSrlReader(SrlReader):
             for document in hub_documents(path):
                 yield from document
             return
-        ontonotes = Ontonotes()
-        for conll_file in conll2012_files(path):
+        # English only; He et al. 2017 (and allennlp-models' srl) used release v12 (conll2012_format.RELEASES)
+        for conll_file in conll2012_files(path, expected_release=EXPECTED_RELEASE, task="SRL"):
             if self._domain_identifier is not None and f"/{self._domain_identifier}/" not in conll_file:
                 continue
             check_conll2012_file(conll_file, check_srl_labels=True)
-            yield from ontonotes.sentence_iterator(conll_file)
+            for document in conll2012_documents(conll_file):
+                yield from document

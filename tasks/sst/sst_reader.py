@@ -7,7 +7,6 @@ reads the hub's PTB trees instead (tasks/hub_data.py).
 """
 from typing import Iterable
 
-from allennlp.common.file_utils import cached_path
 from allennlp.data import DatasetReader, Instance
 from allennlp_models.classification.dataset_readers.stanford_sentiment_tree_bank import (
     StanfordSentimentTreeBankDatasetReader,
@@ -16,7 +15,7 @@ from nltk.tree import Tree
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error
+from tasks.line_errors import InputError, empty_file_error, input_error, text_lines
 
 SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
 
@@ -24,11 +23,15 @@ SST_LABELS = ("0", "1", "2", "3", "4")  # very negative .. very positive
 def tree_lines(file_path: str):
     """(line number, tree string) per line of a file, or (record index, ptb_tree) of a hub split (hf:sst:ptb:train)."""
     if is_hub_path(file_path):
-        for index, record in enumerate(hub_data.load_hub_split(file_path)):
+        dataset = hub_data.load_hub_split(file_path)
+        if "ptb_tree" not in dataset.column_names:  # e.g. hf:sst:train (default config), hf:SetFit/sst5:train
+            raise InputError(f"{file_path}: expected records with a 'ptb_tree' (PTB-format trees with a label on "
+                             f"every phrase, as in hf:sst:ptb:<split>), found columns "
+                             f"{', '.join(dataset.column_names)}")
+        for index, record in enumerate(dataset):
             yield f"record {index}", record["ptb_tree"]
         return
-    with open(cached_path(file_path), encoding="utf-8") as data_file:
-        yield from enumerate(data_file, start=1)
+    yield from text_lines(file_path, "PTB-format sentiment trees")
 
 
 def read_sst_trees(file_path: str):

@@ -1,0 +1,567 @@
+"""The preflight: read and check every input of a profile's runs without training, then print either a numbered list
+of problems (each naming the file, what was expected, what was found and what to do) or the plan.
+
+``./run_all.sh --profile paper --check`` runs it alone (with a short GPU timing for the plan); every profile runs it
+before any work. What it checks, in order: files and directories the runs name (profile 'requires' says where to get
+each); the GPU a 'cuda' profile (or a CUDA_DEVICE knob) asks for (elmo_module.device.cuda_problem); per task, the
+GloVe file's dimension against the embedding_dim of the task's config evaluated with the run's knobs; the first
+records of every data file through the task's own reader (built from the config as runner/cache.py builds it), and
+for CoNLL-2012 trees their language and release (tasks/srl/conll2012_format.py); the biLM weights against their
+options (shapes from the hdf5 metadata, nothing loaded); free disk against the activation caches it would write.
+"""
+import gzip
+import json
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from runner.spec import REPO, _VAR, bilm_outputs, repo_path
+
+DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
+PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
+JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
+TIMED_BATCHES = 5
+
+
+@dataclass
+class Problem:
+    file: str
+    expected: str
+    found: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: expected {self.expected}; found {self.found}. {self.fix}"
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [l for l in str(error).splitlines() if l.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _raw_knob(profile: dict, task: str, name: str) -> str:
+    """The knob as the profile writes it (with its ${VARIABLE}), to tell the user which variable to change."""
+    return str(profile.get("task_knobs", {}).get(task, {}).get(name, profile.get("knobs", {}).get(name, "")))
+
+
+def _variables(raw: str) -> str:
+    names = [m.group(1) for m in _VAR.finditer(raw)]
+    return " or ".join(names) if names else "the knob"
+
+
+# ---------------------------------------------------------------- files that are not there
+
+def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
+    hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
+    problems = {}
+    for run in runs:
+        for name in (*DATA_KNOBS, "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
+            value = run.knob_dict.get(name, "")
+            if not value or value.startswith("hf:") or (name.startswith("ELMO_") and not run.uses_elmo):
+                continue
+            path = repo_path(value)
+            if any(path.is_relative_to(d) for d in exclude) or ("${" not in value and path.exists()):
+                continue
+            unset = [m.group(1) for m in _VAR.finditer(value)]
+            same_variable = [h for h in hints.values() for v in unset if h.startswith(f"set {v} ")]
+            hint = hints.get(f"{run.task}.{name}", hints.get(name, (same_variable or [f"set {name}"])[0]))
+            found = f"environment variable {', '.join(unset)} is not set" if unset else "nothing there"
+            key = ",".join(unset) or value  # one problem per unset variable
+            if key in problems:
+                problems[key].file += f", {value}"
+                continue
+            kind = "a data file or directory" if name in DATA_KNOBS else "a file"
+            problems[key] = Problem(value, f"the {name} of {run.task} ({kind})", found, hint[0].upper() + hint[1:])
+    return list(problems.values())
+
+
+# ---------------------------------------------------------------- the GPU
+
+def gpu_index(profile: dict, runs) -> Optional[int]:
+    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU."""
+    devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
+    if devices:
+        return devices[0]
+    return 0 if profile.get("device") == "cuda" else None
+
+
+def gpu_problems(profile: dict, runs) -> List[Problem]:
+    from elmo_module.device import cuda_problem
+
+    index = gpu_index(profile, runs)
+    if index is None:
+        return []
+    reason = cuda_problem(index)
+    if reason is None:
+        return []
+    return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile['name']}' has "
+                                    f"\"device\": \"{profile.get('device', 'cpu')}\", CUDA_DEVICE {index})",
+                    reason, "Run on a machine with such a GPU, or use a CPU profile (e.g. --profile mini)")]
+
+
+# ---------------------------------------------------------------- the task config, GloVe
+
+def task_config(task: str, knobs: Dict[str, str]) -> dict:
+    """The task's jsonnet config evaluated with the run's knobs."""
+    from allennlp.common import Params
+
+    return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=dict(knobs)).as_dict()
+
+
+def _nodes(node, path="config"):
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _nodes(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _nodes(value, f"{path}[{i}]")
+
+
+def glove_dimension(path: Path) -> Tuple[Optional[int], str]:
+    """(the vector size of a GloVe text file from its first lines, a description of what was read)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    sizes = Counter()
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line_number, line in enumerate(f, start=1):
+            fields = line.rstrip("\n").split(" ")
+            if len(fields) > 2:  # a word2vec-style header ("400000 100") has two
+                sizes[len(fields) - 1] += 1
+            if line_number >= 20:
+                break
+    if not sizes:
+        return None, "no line of 'word v1 v2 ...' in its first 20 lines"
+    size, count = sizes.most_common(1)[0]
+    return size, f"{size}-d vectors ({count} of its first lines have {size + 1} space-separated fields)"
+
+
+def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
+    problems = []
+    for where, node in _nodes(config["model"], "model"):
+        if not node.get("pretrained_file"):
+            continue
+        path = repo_path(str(node["pretrained_file"]))
+        if not path.is_file():
+            continue  # reported as missing
+        expected = int(node["embedding_dim"])
+        try:
+            found, what = glove_dimension(path)
+        except OSError as e:
+            found, what = None, f"an unreadable file ({_first_line(e)})"
+        if found != expected:
+            raw = _raw_knob(profile, task, "GLOVE_PATH")
+            problems.append(Problem(str(path), f"{expected}-d GloVe vectors ({task} config {where}.embedding_dim, "
+                                               f"SIZE {config_size(profile, task)})", what,
+                                    f"Set {_variables(raw)} to a {expected}-d GloVe text file "
+                                    f"(e.g. glove.6B.{expected}d.txt; tasks/{task}/README.md says which)"))
+    return problems
+
+
+def config_size(profile: dict, task: str) -> str:
+    return _raw_knob(profile, task, "SIZE") or "paper"
+
+
+# ---------------------------------------------------------------- data files through the task's reader
+
+def _sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
+    """(a readable sample of a data file, whole size / sample size): the file itself when small, else its first
+    PREFIX_BYTES cut at a blank line (or a line end), or a JSON file's first JSON_ENTRIES entries of its longest
+    top-level list (SQuAD's 'data')."""
+    size = path.stat().st_size
+    if path.suffix == ".json":
+        if size <= 4 * PREFIX_BYTES:
+            return path, 1.0
+        document = json.loads(path.read_text(encoding="utf-8"))
+        key = max((k for k, v in document.items() if isinstance(v, list)), key=lambda k: len(document[k]))
+        entries = document[key]
+        sample = directory / path.name
+        sample.write_text(json.dumps({**document, key: entries[:JSON_ENTRIES]}), encoding="utf-8")
+        return sample, len(entries) / min(len(entries), JSON_ENTRIES)
+    if size <= PREFIX_BYTES:
+        return path, 1.0
+    with open(path, "rb") as f:
+        head = f.read(PREFIX_BYTES)
+    cut = head.rfind(b"\n\n")
+    head = head[:cut + 2] if cut > 0 else head[:head.rfind(b"\n") + 1]
+    sample = directory / path.name
+    sample.write_bytes(head)
+    return sample, size / len(head)
+
+
+@dataclass
+class DataSample:
+    instances: int = 0  # estimated for the whole file or tree
+    tokens: int = 0  # of the distinct texts the ELMo indexer sees (what the activation cache stores)
+    files: int = 1
+    skipped_languages: Optional[Dict[str, int]] = None
+
+
+def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem], Optional[Path], float, dict]:
+    from allennlp.common.checks import ConfigurationError
+
+    from tasks.coref.reader import EXPECTED_RELEASE as COREF_RELEASE
+    from tasks.srl.conll2012_format import RELEASES, release_of, scan_conll2012
+    from tasks.srl.reader import EXPECTED_RELEASE as SRL_RELEASE
+
+    expected = {"srl": SRL_RELEASE, "coref": COREF_RELEASE}[task]
+    try:
+        files, skipped = scan_conll2012(str(path))
+    except ConfigurationError as e:
+        found = _first_line(e).split(": ", 1)[-1]
+        return [Problem(str(path), f"the {task} {split} data, English *gold_conll files", found,
+                        f"See tasks/{task}/README.md, 'Data'")], None, 0, {}
+    problems = []
+    other = Counter(release_of(f) for f in files if release_of(f) != expected)
+    if other:
+        example = next(f for f in files if release_of(f) != expected)
+        problems.append(Problem(str(path), f"{RELEASES[expected]}, the release {task} expects",
+                                f"{sum(other.values())} file(s) of release {', '.join(sorted(other))} (e.g. {example})",
+                                f"Point {task} at its release (tasks/{task}/README.md, 'Data')"))
+    total = sum(Path(f).stat().st_size for f in files)
+    first = Path(files[0])
+    return problems, first, total / max(1, first.stat().st_size), {"files": len(files), "skipped": skipped}
+
+
+def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List[Problem], Dict[str, DataSample]]:
+    """Reads a sample of each data file through the task's readers (the training reader for TRAIN_PATH)."""
+    from allennlp.common import Params
+    from allennlp.data import DatasetReader
+
+    from runner.cache import _task_params, _texts
+
+    params = _task_params(task, knobs)  # as the activation cache reads: ELMo indexer on, full training set
+    reader_type = params["dataset_reader"].get("type")  # from_params pops it
+    readers = {"TRAIN_PATH": DatasetReader.from_params(Params(params["dataset_reader"]))}
+    validation = params.get("validation_dataset_reader")
+    readers["DEV_PATH"] = readers["TEST_PATH"] = (DatasetReader.from_params(Params(validation)) if validation
+                                                  else readers["TRAIN_PATH"])
+    problems, samples = [], {}
+    for split in DATA_KNOBS:
+        value = knobs.get(split, "")
+        path = repo_path(value)
+        if not value or value.startswith("hf:") or "${" in value or not path.exists():
+            continue  # empty: the bundled sample (checked by the tests); missing: reported already
+        extra = {}
+        directory = scratch / f"{task}-{split}"
+        directory.mkdir(parents=True, exist_ok=True)
+        if task in ("srl", "coref"):
+            found, sample, scale, extra = _conll2012_sample(task, path, split)
+            problems += found
+            if sample is None:
+                continue
+        else:
+            sample, scale = _sample_file(path, directory)
+        shown = path if sample.parent == directory else sample  # a prefix copy: name the user's file
+        try:
+            instances = list(readers[split].read(str(sample)))
+        except Exception as e:  # whatever the reader raises is the problem to report
+            message = _first_line(e).replace(str(sample), str(shown))
+            problems.append(Problem(str(shown), f"{task} {split} data that its reader ({reader_type}) reads",
+                                    message[len(f"{shown}: "):] if message.startswith(f"{shown}: ") else message,
+                                    f"Check the file against tasks/{task}/README.md, 'Data'"))
+            continue
+        texts = {tuple(t) for instance in instances for field in instance.fields.values() for t in _texts(field)}
+        samples[split] = DataSample(instances=round(len(instances) * scale),
+                                    tokens=round(sum(len(t) for t in texts) * scale),
+                                    files=extra.get("files", 1), skipped_languages=extra.get("skipped"))
+    return problems, samples
+
+
+# ---------------------------------------------------------------- biLM weights
+
+def _bilm_sources(profile: dict) -> List[Tuple[str, str]]:
+    """(options, weights) that the profile's biLM stages start from (finetune.from: official weights)."""
+    spec = profile.get("bilm") or {}
+    source = (spec.get("finetune") or {}).get("from")
+    if isinstance(source, dict):
+        from runner.spec import expand
+        return [(expand(source["options"]), expand(source["weights"]))]
+    return []
+
+
+def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
+    """The BiLmOptions behind an ELMO_OPTIONS value; for a biLM the profile will write, the options it starts from."""
+    from elmo_module.options import BiLmOptions
+
+    path = repo_path(options_path)
+    if any(path.is_relative_to(d) for d in exclude):
+        pre = (profile.get("bilm") or {}).get("pretrain", {}).get("args", [])
+        sources = [o for o, _ in _bilm_sources(profile)] or \
+                  ([pre[pre.index("--options") + 1]] if "--options" in pre else [])
+        if not sources:
+            return None
+        path = repo_path(sources[0])
+    try:
+        return BiLmOptions.load(path)
+    except Exception:
+        return None
+
+
+def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
+    from elmo_module.options import BiLmOptions
+    from elmo_module.weights import layout_mismatches
+
+    pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.uses_elmo}
+    pairs |= set(_bilm_sources(profile))
+    problems = []
+    for options_path, weights_path in sorted(pairs):
+        options_path = options_path or "elmo_module/bundled/tiny_options.json"
+        weights_path = weights_path or "elmo_module/bundled/tiny_weights.hdf5"
+        o, w = repo_path(options_path), repo_path(weights_path)
+        if any(p.is_relative_to(d) for p in (o, w) for d in exclude) or not (o.is_file() and w.is_file()):
+            continue  # written by the profile's biLM stages, or reported missing
+        fix = "Use the options file released with these weights (same name stem, see https://allennlp.org/elmo)"
+        try:
+            options = BiLmOptions.load(o)
+            wrong = layout_mismatches(w, options)
+        except Exception as e:
+            problems.append(Problem(str(o if "options" in str(e) else w), "an official ELMo options.json + hdf5 pair",
+                                    _first_line(e), fix))
+            continue
+        if wrong:
+            name, shape, found = wrong[0]
+            problems.append(Problem(str(w), f"dataset '{name}' of shape {shape} (from {o.name}: lstm dim "
+                                            f"{options.cell_dim}, projection {options.projection_dim}, filters "
+                                            f"{options.n_filters}, {options.n_layers} layers)",
+                                    f"{'no such dataset' if found is None else f'shape {found}'}"
+                                    f"{f' ({len(wrong) - 1} more datasets disagree)' if len(wrong) > 1 else ''}", fix))
+    return problems
+
+
+# ---------------------------------------------------------------- activation caches and disk
+
+def bytes_per_token(n_layers: int, dim: int) -> int:
+    # TODO: use elmo_module.activation_cache.bytes_per_token(n_layers, dim) (the cache helper's, for the stored
+    # format: half precision) once it is merged; this is the float32 layout of layers.npy on this branch.
+    return n_layers * dim * 4
+
+
+def _directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], cache_dir: Path,
+               exclude: List[Path]) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
+    """({task: (estimated cache bytes, how they were computed)}, free bytes for them, bytes the cache directory
+    already holds)."""
+    sizes = {}
+    for task in sorted({r.task for r in runs if r.uses_elmo}):
+        run = next(r for r in runs if r.task == task and r.uses_elmo)
+        options = bilm_options_for(profile, run.knob_dict["ELMO_OPTIONS"] or "elmo_module/bundled/tiny_options.json",
+                                   exclude)
+        if options is None or not samples.get(task):
+            continue
+        tokens = sum(s.tokens for s in samples[task].values())
+        per_token = bytes_per_token(options.n_layers + 1, options.output_dim)
+        sizes[task] = (tokens * per_token, f"{tokens:,} tokens x {per_token:,} B: {options.n_layers + 1} layers x "
+                                           f"{options.output_dim}")
+    existing = _directory_bytes(cache_dir)
+    anchor = cache_dir
+    while not anchor.exists():
+        anchor = anchor.parent
+    return sizes, shutil.disk_usage(anchor).free, existing
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+# ---------------------------------------------------------------- GPU timing for the plan
+
+def time_training_batches(task: str, knobs: Dict[str, str], data_file: Path, device: str,
+                          batches: int = TIMED_BATCHES) -> float:
+    """Seconds per training instance of the task's model as the run's config builds it (GloVe replaced by random
+    vectors of its size: only the arithmetic is timed), over ``batches`` batches of the config's batch size after
+    one warm-up batch: forward, backward and an optimizer step."""
+    import time
+
+    import torch
+    from allennlp.common import Params
+    from allennlp.data import Batch, DatasetReader, Vocabulary
+    from allennlp.models import Model
+    from allennlp.nn.util import move_to_device
+
+    config = task_config(task, {**knobs, "ELMO_CACHE": ""})
+    for _, node in _nodes(config["model"]):
+        node.pop("pretrained_file", None)
+    reader = DatasetReader.from_params(Params(config["validation_dataset_reader"]))
+    instances = list(reader.read(str(data_file)))
+    vocab = Vocabulary.from_instances(instances)
+    model = Model.from_params(vocab=vocab, params=Params(config["model"])).to(device)
+    loader = config.get("data_loader", {})
+    batch_size = int(loader.get("batch_size") or loader.get("batch_sampler", {}).get("batch_size", 32))
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])
+    model.train()
+    seconds, counted = 0.0, 0
+    for step in range(batches + 1):
+        chunk = [instances[(step * batch_size + i) % len(instances)] for i in range(batch_size)]
+        batch = Batch(chunk)
+        batch.index_instances(vocab)
+        tensors = move_to_device(batch.as_tensor_dict(), torch.device(device))
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        optimizer.zero_grad()
+        model(**tensors)["loss"].backward()
+        optimizer.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if step > 0:  # the first batch pays for allocation and kernel selection
+            seconds += time.perf_counter() - started
+            counted += batch_size
+    return seconds / counted
+
+
+def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: List[Path]) -> List[str]:
+    """Per task: the measured seconds per training instance of its baseline and ELMo configs, times the training
+    instances of every run (TRAIN_FRACTION) and its maximum epochs (an upper bound: early stopping ends sooner,
+    validation passes not counted)."""
+    lines = []
+    for task in sorted({r.task for r in runs}):
+        train = samples.get(task, {}).get("TRAIN_PATH")
+        if train is None:
+            lines.append(f"  {task}: no estimate (no training data read)")
+            continue
+        sample = _timing_file(task, runs, scratch)
+        per_instance, hours = {}, 0.0
+        for run in [r for r in runs if r.task == task]:
+            k = run.knob_dict
+            key = (k["ELMO"], k["ELMO_MIX"])
+            if key not in per_instance:
+                timed = {**k, "CUDA_DEVICE": str(index)}
+                if run.uses_elmo and any(repo_path(k["ELMO_WEIGHTS"]).is_relative_to(d) for d in exclude):
+                    sources = _bilm_sources(profile)  # not fine-tuned yet: the weights it starts from, same shapes
+                    if sources:
+                        timed["ELMO_OPTIONS"], timed["ELMO_WEIGHTS"] = sources[0]
+                try:
+                    per_instance[key] = time_training_batches(task, timed, sample, f"cuda:{index}")
+                except Exception as e:  # the plan says why instead of stopping
+                    lines.append(f"  {task} ELMo {key[0]}/{key[1]}: not timed ({_first_line(e)})")
+                    per_instance[key] = 0.0
+            epochs = task_config(task, k)["trainer"]["num_epochs"]
+            hours += per_instance[key] * train.instances * float(k["TRAIN_FRACTION"]) * epochs / 3600
+        timings = ", ".join(f"ELMo {e}/{m}: {1000 * s:.2f} ms" for (e, m), s in sorted(per_instance.items()))
+        lines.append(f"  {task}: <= {hours:,.0f} GPU hours for its {sum(r.task == task for r in runs)} runs "
+                     f"(per training instance {timings}; ~{train.instances:,} training instances)")
+    return lines
+
+
+def _timing_file(task: str, runs, scratch: Path) -> Path:
+    path = repo_path(next(r for r in runs if r.task == task).knob_dict["TRAIN_PATH"])
+    if path.is_dir():
+        from tasks.srl.conll2012_format import scan_conll2012
+
+        return Path(scan_conll2012(str(path))[0][0])
+    directory = scratch / f"{task}-timing"
+    directory.mkdir(parents=True, exist_ok=True)
+    return _sample_file(path, directory)[0]
+
+
+# ---------------------------------------------------------------- everything
+
+def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, measure: bool = False
+              ) -> Tuple[List[Problem], List[str]]:
+    """(problems, plan lines). ``measure``: time a few training batches per task on the GPU for the plan."""
+    from allennlp.common.util import import_module_and_submodules
+
+    for package in ("tasks", "elmo_module.allennlp_adapter"):  # the readers and models, as `allennlp train`
+        import_module_and_submodules(package)
+    exclude = bilm_outputs(profile)
+    problems = missing_files(profile, runs, exclude)
+    problems += gpu_problems(profile, runs)
+    samples: Dict[str, Dict[str, DataSample]] = {}
+    with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
+        for task in sorted({r.task for r in runs}):
+            knobs = next(r for r in runs if r.task == task).knob_dict
+            try:
+                problems += glove_problems(profile, task, task_config(task, knobs))
+                found, samples[task] = data_problems(task, knobs, Path(scratch))
+                problems += found
+            except Exception as e:  # a config that does not evaluate or build: the first line says why
+                problems.append(Problem(f"jsonnet_configs/{task}.jsonnet", "a config that evaluates with the "
+                                        "profile's knobs", _first_line(e), "Fix the knob it names"))
+        problems += weights_problems(profile, runs, exclude)
+        sizes, free, existing = cache_plan(profile, runs, samples, cache_dir, exclude) if use_cache else ({}, 0, 0)
+        need = sum(b for b, _ in sizes.values())
+        if use_cache and need > free + existing:
+            problems.append(Problem(str(cache_dir), f"{_gb(need)} of disk for the activation caches "
+                                    f"({', '.join(f'{t} {_gb(b)}' for t, (b, _) in sizes.items())}, estimated)",
+                                    f"{_gb(free)} free (and {_gb(existing)} of caches already there)",
+                                    "Free space, give --cache-dir on a larger disk, or run with --no-cache (the biLM "
+                                    "then runs inside every ELMo run)"))
+        plan = plan_lines(profile, runs, cells, samples, sizes, free, cache_dir, use_cache)
+        if not problems:
+            plan += _gpu_plan(profile, runs, samples, Path(scratch), measure)
+    return problems, plan
+
+
+def _gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]:
+    from elmo_module.device import cuda_problem, describe
+
+    index = gpu_index(profile, runs)
+    reason = cuda_problem(index or 0)
+    if reason is not None:
+        return [f"GPU hours: no estimate possible on this machine ({reason}); the estimate times a few training "
+                f"batches of each task's paper-size config on the GPU the runs will use: run --check there."]
+    if not measure:
+        return ["GPU hours: run with --check for an estimate from a short timing on this GPU."]
+    return [f"GPU hours per task, from {TIMED_BATCHES} timed training batches each on "
+            f"{describe(f'cuda:{index or 0}')}:"] + gpu_hours(profile, runs, samples, scratch, index or 0,
+                                                                  bilm_outputs(profile))
+
+
+def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_cache: bool) -> List[str]:
+    lines = [f"plan of profile '{profile['name']}': {len(runs)} runs"]
+    per_task = defaultdict(lambda: defaultdict(set))
+    for cell in cells:
+        if cell.run in runs:
+            per_task[cell.task][cell.sweep].add(cell.run)
+    for task in sorted(per_task):
+        sweeps = ", ".join(f"{s} {len(r)}" for s, r in sorted(per_task[task].items()))
+        lines.append(f"  {task}: {sum(r.task == task for r in runs)} runs ({sweeps}; shared runs are trained once)")
+    spec = profile.get("bilm") or {}
+    if spec:
+        lines.append("biLM stages:")
+        if "pretrain" in spec:
+            lines.append(f"  pretrain -> {spec['pretrain']['out']}")
+        fine = spec.get("finetune") or {}
+        start = _bilm_sources(profile)
+        for task in fine.get("tasks", []):
+            origin = f"from {start[0][1]}" if start else "from the pretrained biLM"
+            lines.append(f"  fine-tune on {task}'s training text {origin} -> {fine['out'].format(task=task)}")
+    lines.append("data (sizes estimated from the records read):")
+    for task in sorted(samples):
+        if not samples[task]:
+            lines.append(f"  {task}: the bundled sample (tasks/{task}/sample_data)")
+        for split, s in samples[task].items():
+            skipped = (f"; skipped non-English: {', '.join(f'{l} {n}' for l, n in sorted(s.skipped_languages.items()))}"
+                       if s.skipped_languages else "")
+            files = f"{s.files} files, " if s.files > 1 else ""
+            lines.append(f"  {task} {split}: {files}~{s.instances:,} instances, ~{s.tokens:,} distinct-text tokens"
+                         f"{skipped}")
+    if use_cache:
+        lines.append(f"activation caches in {cache_dir}: "
+                     + (", ".join(f"{t} ~{_gb(b)} ({how})" for t, (b, how) in sizes.items()) or "none")
+                     + f"; total ~{_gb(sum(b for b, _ in sizes.values()))}, {_gb(free)} free")
+    else:
+        lines.append("activation caches: off (the biLM runs inside every ELMo run)")
+    return lines
+
+
+def run_preflight(profile: dict, runs, cells, args) -> Optional[int]:
+    """The runner's gate: prints the problems (exit status 2) or the plan; 0 after --check; None to go on."""
+    import sys
+
+    use_cache = not args.no_cache and profile.get("cache", True)
+    problems, plan = preflight(profile, runs, cells, Path(args.cache_dir), use_cache, measure=args.check)
+    if problems:
+        print(f"error: profile '{profile['name']}': {len(problems)} problem(s) with its inputs, nothing was run:",
+              file=sys.stderr)
+        for i, problem in enumerate(problems, start=1):
+            print(f"  {i}. {problem}", file=sys.stderr)
+        return 2
+    print("\n".join(plan), flush=True)
+    return 0 if args.check else None

@@ -1,0 +1,330 @@
+"""The runner under mistakes, changed inputs, broken files, a full disk, Ctrl-C and a second runner (issue 12).
+
+Most tests run the runner in this process with a stand-in for ``allennlp train`` (``runner.execute.train_command``
+points at a few lines of Python that write what a training writes), so the runner's own logic is what is tested, in
+seconds. The interrupt and the two-runner tests start real runner processes with real trainings and real signals.
+"""
+import builtins
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import runner.__main__ as runner_main
+import runner.execute as execute
+from tasks.knobs import knob_problems
+
+REPO = Path(__file__).resolve().parent.parent
+NER_TRAIN = REPO / "tasks" / "ner" / "sample_data" / "train.txt"
+ONE_COLUMN = {"table1": {"tasks": ["ner"], "seeds": {"default": 1},
+                         "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}]}}
+
+# What `allennlp train` leaves in its serialization directory, as far as the runner reads it.
+FAKE_TRAINING = """
+import json, os, sys
+model = sys.argv[1]
+os.makedirs(model, exist_ok=True)
+json.dump({"trainer": {"validation_metric": "+f1-measure-overall"}}, open(os.path.join(model, "config.json"), "w"))
+json.dump({"best_validation_f1-measure-overall": 0.5, "test_f1-measure-overall": 0.25},
+          open(os.path.join(model, "metrics.json"), "w"))
+"""
+
+
+def write_profile(tmp_path, **changes) -> Path:
+    profile = {"sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},
+               "sweep_overrides": ONE_COLUMN, **changes}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile))
+    return path
+
+
+def runner_args(tmp_path, profile_path, *extra):
+    return ["--profile", str(profile_path), "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+            str(tmp_path / "results"), "--cache-dir", str(tmp_path / "cache"), "--no-cache", *extra]
+
+
+@pytest.fixture
+def fake_training(monkeypatch):
+    """Every run's `allennlp train` is the stand-in above; returns the list of model dirs it trained."""
+    trained = []
+
+    def command(task, model_dir):
+        trained.append(Path(model_dir))
+        return [sys.executable, "-c", FAKE_TRAINING, str(model_dir)]
+
+    monkeypatch.setattr(execute, "train_command", command)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    return trained
+
+
+def result_paths(tmp_path):
+    return sorted((tmp_path / "runs").glob("*/*/result.json"))
+
+
+# ---- knob values and the profile schema -------------------------------------------------------------------------
+
+def test_knob_rules():
+    assert knob_problems({"TRAIN_FRACTION": "0.001", "NUM_EPOCHS": "", "SEED": "3", "ELMO_LAMBDA": "0"}) == []
+    assert knob_problems({"TRAIN_FRACTION": "1.5"}) == ["knob TRAIN_FRACTION = '1.5': expected a number in (0, 1]"]
+    assert knob_problems({"TRAIN_FRACTION": "abc"}) == ["knob TRAIN_FRACTION = 'abc': expected a number in (0, 1]"]
+    assert knob_problems({"TRAIN_FRACTION": "0"}) and knob_problems({"TRAIN_FRACTION": "nan"})
+    assert knob_problems({"NUM_EPOCHS": "0"}) == ["knob NUM_EPOCHS = '0': expected empty or a positive integer"]
+    assert knob_problems({"NUM_EPOCHS": "2.5"}) and knob_problems({"ELMO": "inptu"})
+    assert knob_problems({"CUDA_DEVICE": "-2"}) and not knob_problems({"CUDA_DEVICE": "-1"})
+
+
+def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
+           "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp"), "WANDB": "false"}
+    done = subprocess.run([sys.executable, "-m", "allennlp", "train", "jsonnet_configs/ner.jsonnet", "-s",
+                           str(tmp_path / "model"), "--include-package", "tasks"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: knob TRAIN_FRACTION = '1.5': expected a number in (0, 1] (environment variable; see "
+                      "tasks/knobs.py)"]
+    assert not (tmp_path / "model").exists()  # nothing trained
+
+
+COLUMN = {"label": "baseline", "knobs": {"ELMO": "none"}}
+BAD_PROFILES = {
+    "misspelt key": ({"knobz": {"SIZE": "tiny"}}, ["key 'knobz'", "did you mean 'knobs'", "expected one of"]),
+    "task for tasks": ({"task": ["ner"]}, ["key 'task'", "did you mean 'tasks'"]),
+    "misspelt sweep override": ({"sweep_overrides": {"tabel1": {}}}, ["key 'sweep_overrides.tabel1'",
+                                                                       "did you mean 'table1'"]),
+    "unknown sweep field": ({"sweep_overrides": {"table1": {"seed": {"default": 2}}}},
+                            ["key 'seed'", "did you mean 'seeds'", "field of a 'table' sweep"]),
+    "unknown column field": ({"sweep_overrides": {"table1": {"columns": [{**COLUMN, "knob": {}}]}}},
+                             ["key 'columns[0].knob'", "did you mean 'knobs'"]),
+    "unknown task": ({"tasks": ["nerr"]}, ["key 'tasks['nerr']'", "did you mean 'ner'"]),
+    "no run selected": ({"tasks": ["coref"], "sweep_overrides": {"table1": {"tasks": ["ner"]}}},
+                        ["key 'tasks'", "found ['coref']", "no run to do"]),
+    "fraction 1.5": ({"knobs": {"TRAIN_FRACTION": "1.5"}},
+                     ["key 'knobs'", "TRAIN_FRACTION = '1.5'", "expected a number in (0, 1]"]),
+    "fraction abc": ({"task_knobs": {"ner": {"TRAIN_FRACTION": "abc"}}},
+                     ["key 'task_knobs.ner'", "TRAIN_FRACTION = 'abc'", "expected a number in (0, 1]"]),
+    "zero epochs": ({"knobs": {"NUM_EPOCHS": 0}}, ["NUM_EPOCHS = '0'", "expected empty or a positive integer"]),
+    "same label twice": ({"sweep_overrides": {"table1": {"columns": [COLUMN, {**COLUMN, "knobs": {"ELMO": "input"}}]}}},
+                         ["key 'columns[1].label'", "labels that differ", "'baseline'"]),
+    "column seed": ({"sweep_overrides": {"table1": {"columns": [{**COLUMN, "knobs": {"ELMO": "none", "SEED": "7"}}]}}},
+                    ["key 'columns[0].knobs.SEED'", "the runner sets SEED", "'7'"]),
+    "bad device": ({"device": "gpu"}, ["key 'device'", "cpu or cuda", "'gpu'"]),
+    "jobs as text": ({"jobs": "2"}, ["key 'jobs'", "an integer", "'2'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PROFILES))
+def test_profile_mistakes_are_one_line_errors(case, tmp_path, capsys, fake_training):
+    change, expected = BAD_PROFILES[case]
+    profile = {"sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny"}, "sweep_overrides": ONE_COLUMN}
+    for key, value in change.items():
+        profile.pop({"knobz": "knobs", "task": "tasks"}.get(key), None)  # the misspelt key replaces the right one
+        profile[key] = value
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile))
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    for text in expected:
+        assert text in err, err
+    assert not fake_training and not (tmp_path / "runs").exists()
+
+
+def test_only_with_a_misspelt_sweep_changes_nothing(tmp_path, capsys, fake_training):
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    summary = (tmp_path / "results" / "summary.json").read_text()
+    assert json.loads(summary)["sweeps"]["table1"]["cells"]
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--only", "tabel1")) == 2
+    err = capsys.readouterr().err
+    assert "--only: 'tabel1' is not a sweep" in err and "did you mean 'table1'" in err
+    assert (tmp_path / "results" / "summary.json").read_text() == summary
+
+
+# ---- what a finished run read --------------------------------------------------------------------------------------
+
+def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
+    data = tmp_path / "train.txt"
+    shutil.copy(NER_TRAIN, data)
+    path = write_profile(tmp_path, task_knobs={"ner": {"TRAIN_PATH": str(data)}})
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    recorded = json.loads(result_path.read_text()).get("inputs")
+
+    os.utime(data)  # touched, same bytes: still finished
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    assert "1 already finished, 0 to do" in capsys.readouterr().out and len(fake_training) == 1
+
+    data.write_text(data.read_text().replace("Maria", "Mario"))  # other data at the same path
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    err = capsys.readouterr().err
+    assert "1 finished runs read files that have changed since" in err
+    assert f"{result_path.parent}: TRAIN_PATH ({data})" in err and "--redo-stale" in err
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # no table from stale results
+    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"] is None  # empty knob: the bundled sample
+    assert len(fake_training) == 1
+
+    assert runner_main.main(runner_args(tmp_path, path, "--redo-stale")) == 0
+    assert len(fake_training) == 2 and (result_path.parent / "result.stale.json").is_file()
+    assert json.loads(result_path.read_text())["inputs"]["TRAIN_PATH"] != recorded["TRAIN_PATH"]
+    assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 2
+
+
+def test_checksums_are_cached_by_size_and_mtime(tmp_path):
+    from runner.inputs import Checksums
+
+    data = tmp_path / "glove.txt"
+    data.write_bytes(b"the 0.1 0.2\n")
+    assert Checksums(tmp_path / "sums.json").of(data) and not Checksums(tmp_path / "sums.json").known  # too new
+    old = time.time_ns() - 60 * 10**9
+    os.utime(data, ns=(old, old))
+    first = Checksums(tmp_path / "sums.json")
+    digest = first.of(data)
+    first.save()
+    stat = data.stat()
+    data.write_bytes(b"the 0.3 0.4\n")  # same size; mtime put back: taken from the cache, the file is not read
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert Checksums(tmp_path / "sums.json").of(data) == digest
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert Checksums(tmp_path / "sums.json").of(data) != digest
+
+
+# ---- broken files ------------------------------------------------------------------------------------------------
+
+def test_result_wins_over_a_failed_json_beside_it(tmp_path, capsys, fake_training):
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    (result_path.parent / "failed.json").write_text(json.dumps({"log": "elsewhere", "returncode": 1}))
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0
+    assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 1
+    assert "| 25.00 |" in (tmp_path / "results" / "table1.md").read_text()
+
+
+@pytest.mark.parametrize("content", ["", '{"run_id": "ner-1", "dev": 0.5, "te'])
+def test_truncated_result_counts_as_missing_and_is_redone(content, tmp_path, capsys, fake_training):
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    result_path.write_text(content)
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {result_path}: expected a complete JSON result" in err and "counted as missing" in err
+    assert "| missing |" in (tmp_path / "results" / "table1.md").read_text()
+
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    assert "0 already finished, 1 to do" in capsys.readouterr().out and len(fake_training) == 2
+    assert json.loads(result_path.read_text())["test"] == 0.25
+
+
+def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsys, fake_training, monkeypatch):
+    real_open = builtins.open
+
+    def open_on_a_full_disk(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        if "w" in mode and str(file).endswith("result.json.partial"):
+            def write(text):  # half of it fits
+                real_write(text[:len(text) // 2])
+                raise OSError(errno.ENOSPC, "No space left on device", str(file))
+            real_write, f.write = f.write, write
+        return f
+
+    monkeypatch.setattr(builtins, "open", open_on_a_full_disk)  # (only result.json.partial is affected)
+    real_write_text = Path.write_text
+
+    def write_text_on_a_full_disk(self, text, *args, **kwargs):  # (the runner before issue 12 wrote this way)
+        if self.name.endswith("result.json.partial"):
+            real_write_text(self, text[:len(text) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write_text(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text_on_a_full_disk)
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no space left on device writing ") and err.count("\n") == 1, err
+    assert "result.json.partial" in err
+    run_dir = next((tmp_path / "runs").glob("ner/*"))
+    assert not (run_dir / "result.json").exists() and not (run_dir / "result.json.partial").exists()
+
+    monkeypatch.undo()  # space again: the run is unfinished and is done
+    monkeypatch.setattr(execute, "train_command", lambda task, model: [sys.executable, "-c", FAKE_TRAINING, str(model)])
+    assert runner_main.main(runner_args(tmp_path, path)) == 0 and (run_dir / "result.json").is_file()
+
+
+# ---- real processes: Ctrl-C and a second runner ---------------------------------------------------------------------
+
+def _children(pid: int) -> list:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return children
+
+
+@pytest.fixture(scope="module")
+def interrupted_sweep(tmp_path_factory):
+    """Runner A trains the first of two long runs; runner B is started on the same runs directory; then A gets a
+    SIGINT (sent to A alone: A must stop the training itself). Returns what was seen."""
+    tmp_path = tmp_path_factory.mktemp("interrupt")
+    long_data = tmp_path / "train.txt"  # long epochs: early stopping (patience 25) must not end the run first
+    long_data.write_text(NER_TRAIN.read_text() * 500)
+    path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "100000"},
+                         task_knobs={"ner": {"TRAIN_PATH": str(long_data)}},
+                         sweep_overrides={"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}})
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
+           "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
+    command = [sys.executable, "-m", "runner", *runner_args(tmp_path, path), "--jobs", "1"]
+    a = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not [p for p in (tmp_path / "runs").glob("ner/*/log.txt") if "Epoch" in p.read_text(errors="replace")]:
+            assert a.poll() is None and time.time() < deadline, "runner A ended or did not start training"
+            time.sleep(0.5)
+        trainings = _children(a.pid)
+        b = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        logs_after_b = sorted((tmp_path / "runs").glob("ner/*/log.txt"))
+        sent = time.time()
+        a.send_signal(signal.SIGINT)
+        out, err = a.communicate(timeout=60)
+        stopped_after = time.time() - sent
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+            a.wait()
+    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "trainings": trainings,
+            "logs_after_b": logs_after_b, "stopped_after": stopped_after}
+
+
+def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
+    seen = interrupted_sweep
+    b = seen["b"]
+    assert b.returncode == 2, b.stdout[-1000:] + b.stderr[-1000:]
+    [error] = [line for line in b.stderr.splitlines() if line.startswith("error")]  # (imports may warn)
+    assert error.startswith("error: runs directory ") and "Traceback" not in b.stderr
+    assert f"in use by another runner (pid {seen['a'].pid}," in error
+    assert len(seen["logs_after_b"]) == 1  # B started no training
+
+
+def test_ctrl_c_stops_the_sweep(interrupted_sweep):
+    seen = interrupted_sweep
+    assert seen["a"].returncode == 130, seen["a_err"][-2000:]
+    assert seen["stopped_after"] < 30
+    assert "interrupted:" in seen["a_err"] and "Traceback" not in seen["a_err"]
+    assert seen["trainings"] and not any(Path(f"/proc/{pid}").exists() for pid in seen["trainings"])
+    runs = seen["tmp"] / "runs"
+    assert len(list(runs.glob("ner/*/log.txt"))) == 1  # the queued run never started
+    assert not list(runs.glob("ner/*/failed.json")) and not list(runs.glob("ner/*/result.json"))
