@@ -60,7 +60,7 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
 
 
 def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
-    from elmo_module.activation_cache import build_cache, file_checksum
+    from elmo_module.activation_cache import build_cache, cache_problem, file_checksum
     from elmo_module.weights import load_bilm
 
     # every sentence of the full data (no training subsample), read as an ELMo run reads it
@@ -74,11 +74,17 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
                           sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     directory = cache_root / weights_sum[:16] / f"{task}-{key}"
-    if (directory / "meta.json").is_file():
+    problem = cache_problem(directory, weights_sum)
+    if problem is None:
         return directory
+    if (directory / "meta.json").is_file():  # an older format: rebuilt, never read
+        print(f"{problem}\n  -> rebuilding it", flush=True)
     sentences = _read_sentences(params, keys)
     bilm = load_bilm(*options, stateful=False)
-    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum})
+    # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
+    # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
+    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},
+                       reuse=True)
 
 
 def _embedder_files(params: dict):
