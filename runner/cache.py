@@ -59,7 +59,7 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
     return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
 
 
-def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
+def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16") -> Path:
     from elmo_module.activation_cache import build_cache, cache_problem, file_checksum
     from elmo_module.weights import load_bilm
 
@@ -73,7 +73,7 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
     identity = json.dumps([data_sum, params["dataset_reader"], params.get("validation_dataset_reader")],
                           sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    directory = cache_root / weights_sum[:16] / f"{task}-{key}"
+    directory = cache_root / weights_sum[:16] / (f"{task}-{key}" + ("" if dtype == "float16" else f"-{dtype}"))
     problem = cache_problem(directory, weights_sum)
     if problem is None:
         return directory
@@ -84,7 +84,7 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
     # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
     # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},
-                       reuse=True)
+                       reuse=True, dtype=dtype)
 
 
 def _embedder_files(params: dict):
