@@ -123,7 +123,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
                                 f"from {out / 'checkpoint.pt'}")
         source = ["--from", str(out)]
     else:
-        source = _finetune_source(profile, fine)
+        source = None  # finetune.from, checked when a fine-tuning is to run
     todo = []
     for task in fine.get("tasks", []):
         if task not in task_knobs:
@@ -132,6 +132,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         if (target / "perplexity.json").is_file():
             print(f"biLM fine-tuning on {task}: done ({target})")
             continue
+        source = source or _finetune_source(profile, fine)
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
         args = fine.get("args", [])
@@ -144,6 +145,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
         for future in [pool.submit(_call, *job, show) for job in todo]:
             future.result()
+
 
 def _device(profile: dict, args: List[str]) -> List[str]:
     """``--device`` from the profile's ``device`` (cuda | cpu, default cpu) unless the stage's args name one."""
