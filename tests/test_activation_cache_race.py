@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +24,15 @@ import torch
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.activation_cache import ActivationCache, build_cache, file_checksum
 from tests.test_activation_cache_race import mismatches
-options, weights, directory, sentences, start = sys.argv[1:6]
+import os
+from pathlib import Path
+options, weights, directory, sentences, barrier = sys.argv[1:6]
 sentences = json.loads(open(sentences).read())
 bilm = load_bilm(options, weights, stateful=False)
 checksum = file_checksum(options, weights)
-time.sleep(max(0.0, float(start) - time.time()))  # both builders start together
+(Path(barrier) / str(os.getpid())).touch()
+while len(list(Path(barrier).iterdir())) < 2:  # both builders start together, once both are loaded
+    time.sleep(0.01)
 build_cache(bilm, sentences, directory, checksum, progress=False)
 # what a runner does next: train from the cache it was handed
 print(json.dumps({"mismatches": mismatches(bilm, ActivationCache(directory, checksum), sentences)}))
@@ -57,15 +60,17 @@ def test_two_processes_building_one_cache_both_get_correct_vectors(tmp_path):
     sentences = [[str(w) for w in rng.choice(words, size=int(rng.integers(1, 30)))] for _ in range(600)]
     (tmp_path / "sentences.json").write_text(json.dumps(sentences))
     directory = tmp_path / "cache" / "task-key"
-    start = time.time() + 6.0  # after both have imported torch and loaded the biLM
+    (tmp_path / "barrier").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
     builders = [subprocess.Popen([sys.executable, "-c", BUILDER, str(options), str(weights), str(directory),
-                                  str(tmp_path / "sentences.json"), str(start)], cwd=REPO_ROOT, env=env,
+                                  str(tmp_path / "sentences.json"), str(tmp_path / "barrier")], cwd=REPO_ROOT, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [b.communicate(timeout=300) for b in builders]
     reports = [out.strip().splitlines()[-1] if b.returncode == 0 else f"exit {b.returncode}: {err[-600:]}"
                for b, (out, err) in zip(builders, outputs)]
     assert reports == ['{"mismatches": 0}'] * 2
+    # they did overlap: one found the other building and waited for its lock
+    assert sum("is being built by another process; waiting" in out for out, _ in outputs) == 1
     # and the cache left behind, read by a third process (this one)
     bilm = load_bilm(options, weights, stateful=False)
     assert mismatches(bilm, ActivationCache(directory, file_checksum(options, weights)), sentences) == 0
