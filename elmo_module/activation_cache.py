@@ -1,19 +1,34 @@
 """Frozen-biLM activation cache (runner issue; the e2e-coref practice of caching ELMo layers as an explicit step).
 
-The biLM is frozen and, run stateless, its three layers for a sentence depend only on that sentence's character
-ids. So the cache stores them once per distinct sentence, keyed by a hash of the ids, and every run of a sweep
-reads them instead of running the biLM. The cache records the checksum of the biLM files it was built from: a run
-with other weights rejects it; a sentence that is not in it (other data) is an error, never a silent substitute.
+The biLM is frozen and, run stateless, its layers for a sentence depend only on that sentence's character ids. So
+the cache stores them once per distinct sentence (SNLI repeats every premise three times), keyed by a hash of the
+ids, and every run of a sweep reads them instead of running the biLM. The cache records the checksum of the biLM
+files it was built from: a run with other weights rejects it; a sentence that is not in it (other data) is an error,
+never a silent substitute.
 
-Layout of a cache directory: ``meta.json`` (weights checksum, data checksums, sizes), ``index.json`` (key ->
-[first row, n tokens]), ``layers.npy`` (float32, (total tokens, n layers, dim), memory-mapped when read).
+Stored format (``FORMAT`` 2), compact because the paper's tasks at full size come to ~190 GB in float32 (issue 11):
+- ``vectors.npy``: float16, one row per stored token: the token layer's first half (layer 0 is [x; x], bilm.py, so
+  half of it is stored), then each LSTM layer; memory-mapped when read. float16 keeps 11 significant bits: a
+  relative rounding error of at most 2**-11 = 4.9e-4, next to the biLM's own outputs (LSTM layers clipped to
+  [-3, 3], PAPER.md "The biLM") and the task's dropout of 0.5 on the ELMo vector. A value beyond float16's range
+  (65504) stops the build instead of becoming inf.
+- ``index.json``: sentence key -> [first row, n tokens]; ``meta.json`` (written last): format, dtype, weights
+  checksum, data checksums, sizes.
+Format 1 (float32 ``layers.npy`` of every layer in full) is refused with a message saying to rebuild it, never read.
+
+Concurrency (issue 12): builders of one directory hold an exclusive lock (``DIR.lock``) and each writes into its own
+temporary directory (``DIR.partial-*``), swapped in once complete; a builder that finds a finished cache under the
+lock reuses it (``reuse=True``). Readers need no lock: a directory is either absent or complete.
 """
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -22,6 +37,22 @@ from tqdm import tqdm
 from elmo_module.bilm import ElmoBiLm
 from elmo_module.characters import batch_to_ids
 from elmo_module.errors import ElmoInputError
+
+FORMAT = 2
+DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (README "Activation cache")
+
+
+def row_width(n_layers: int, dim: int) -> int:
+    """Stored values per token: half of the token layer ([x; x]) and every LSTM layer in full."""
+    return dim // 2 + (n_layers - 1) * dim
+
+
+def bytes_per_token(n_layers: int, dim: int) -> int:
+    """Bytes the stored format takes per stored token for a biLM with ``n_layers`` output layers (token layer
+    included: 3 for the released biLM) of ``dim`` values (1024): 5,120 bytes for the released biLM (float32 and
+    every layer in full: 12,288). A sentence that occurs several times is stored once; index.json adds ~60 bytes
+    per distinct sentence."""
+    return np.dtype(np.float16).itemsize * row_width(n_layers, dim)
 
 
 def file_checksum(*paths) -> str:
@@ -43,67 +74,135 @@ def sentence_key(char_ids: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(char_ids, dtype=np.int16).tobytes()).hexdigest()
 
 
+def cache_problem(directory, weights_checksum: str) -> Optional[str]:
+    """None if ``directory`` holds a complete cache of this format built from these weights, else why not."""
+    directory = Path(directory)
+    meta_path = directory / "meta.json"
+    if not meta_path.is_file():
+        return f"activation cache '{directory}' is missing or incomplete (no meta.json)"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except ValueError:
+        return f"activation cache '{meta_path}' is not valid JSON; delete '{directory}' and rebuild it"
+    if meta.get("format", 1) != FORMAT:
+        return (f"activation cache '{directory}' has format {meta.get('format', 1)} (float32 layers.npy, written by "
+                f"an older version); this version reads format {FORMAT}: delete it and rebuild it (the runner does)")
+    if meta.get("weights_checksum") != weights_checksum:
+        return (f"stale activation cache '{directory}': built from biLM weights "
+                f"{str(meta.get('weights_checksum'))[:12]}, but this run uses {weights_checksum[:12]}; rebuild it")
+    return None
+
+
+@contextmanager
+def _exclusive(directory: Path):
+    """One builder of ``directory`` at a time, across processes (the lock file stays: removing it would let a
+    third process lock a new file while a second still holds the old one)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_name(directory.name + ".lock"), "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"activation cache '{directory}' is being built by another process; waiting for it", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, weights_checksum: str,
-                data: dict = None, batch_size: int = 32, progress: bool = True) -> Path:
-    """Run the (stateless) biLM once per distinct sentence and write the cache to ``directory``."""
+                data: dict = None, batch_size: int = 32, progress: bool = True, reuse: bool = False,
+                dtype: str = "float16") -> Path:
+    """Run the (stateless) biLM once per distinct sentence and write the cache to ``directory`` (replacing what is
+    there; with ``reuse``, a complete cache from these weights found there is kept instead)."""
     if bilm.stateful:
         raise ValueError("the activation cache needs a stateless biLM (per-sentence outputs)")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, found {dtype!r}")
     directory = Path(directory)
+    with _exclusive(directory):
+        if reuse and cache_problem(directory, weights_checksum) is None:
+            return directory  # another builder finished it while this one waited
+        for leftover in [*directory.parent.glob(directory.name + ".partial-*"),
+                         *directory.parent.glob(directory.name + ".old-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)  # of a killed builder: no builder runs but this one
+        partial = Path(tempfile.mkdtemp(prefix=directory.name + ".partial-", dir=directory.parent))
+        try:
+            os.chmod(partial, 0o755)  # mkdtemp's 0700 would stay on the cache after the rename
+            _write(bilm, sentences, partial, weights_checksum, data or {}, batch_size, progress, np.dtype(dtype))
+            if directory.exists():
+                old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
+                os.replace(directory, old)
+                os.replace(partial, directory)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(partial, directory)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)  # only if something failed before the rename
+    return directory
+
+
+def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: dict, batch_size: int,
+           progress: bool, dtype: np.dtype) -> None:
     unique: Dict[str, List[str]] = {}
     for sentence in sentences:
         ids = batch_to_ids([list(sentence)], bilm.options.max_chars)[0].numpy()
         unique.setdefault(sentence_key(ids), list(sentence))
     keys = sorted(unique, key=lambda k: len(unique[k]))  # similar lengths together: less padding
     total = sum(len(unique[k]) for k in keys)
-    partial = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    layers = np.lib.format.open_memmap(partial / "layers.npy", mode="w+", dtype=np.float32,
-                                       shape=(total, bilm.num_output_layers, bilm.options.output_dim))
+    n_layers, dim = bilm.num_output_layers, bilm.options.output_dim
+    half = dim // 2
+    vectors = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=dtype,
+                                        shape=(total, row_width(n_layers, dim)))
     index, row = {}, 0
     bilm.eval()
     with torch.no_grad(), tqdm(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
-            out = bilm(batch_to_ids([unique[k] for k in batch], bilm.options.max_chars))
-            stacked = torch.stack(out.layers, dim=2).numpy()  # (B, T, layers, dim)
+            layers = bilm(batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)).layers
+            if not torch.equal(layers[0][..., :half], layers[0][..., half:]):
+                raise ValueError("the biLM's layer 0 is not [x; x]; the cache stores one half of it")
+            rows = torch.cat([layers[0][..., :half], *layers[1:]], dim=-1).numpy()  # (B, T, width)
             for b, key in enumerate(batch):
                 n = len(unique[key])
-                layers[row:row + n] = stacked[b, :n]
+                stored = rows[b, :n].astype(dtype)
+                if not np.isfinite(stored).all():
+                    raise ElmoInputError(f"biLM output for the sentence {' '.join(unique[key])[:80]!r} reaches "
+                                         f"{np.abs(rows[b, :n]).max():.4g}, beyond {dtype.name}'s range: the "
+                                         f"activation cache cannot store it (run with --no-cache)")
+                vectors[row:row + n] = stored
                 index[key] = [row, n]
                 row += n
             bar.update(len(batch))
-    layers.flush()
-    del layers
-    (partial / "index.json").write_text(json.dumps(index))
-    meta = {"weights_checksum": weights_checksum, "data": data or {}, "sentences": len(keys), "tokens": total,
-            "layers": bilm.num_output_layers, "dim": bilm.options.output_dim}
-    (partial / "meta.json").write_text(json.dumps(meta, indent=2))
-    shutil.rmtree(directory, ignore_errors=True)
-    os.replace(partial, directory)
-    return directory
+    vectors.flush()
+    del vectors
+    (out / "index.json").write_text(json.dumps(index))
+    meta = {"format": FORMAT, "dtype": dtype.name, "weights_checksum": weights_checksum, "data": data,
+            "sentences": len(keys), "tokens": total, "layers": n_layers, "dim": dim}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))  # last: its presence marks a complete cache
 
 
 class ActivationCache:
-    """Read side: ``lookup(char_ids)`` -> the biLM layers and mask, as ``ElmoBiLm.forward`` would give them."""
+    """Read side: ``lookup(char_ids)`` -> the biLM layers (float32) and mask, as ``ElmoBiLm.forward`` gives them."""
 
     def __init__(self, directory, weights_checksum: str):
         self.directory = Path(directory)
-        meta_path = self.directory / "meta.json"
-        if not meta_path.is_file():
-            raise ElmoInputError(f"activation cache '{self.directory}' is missing or incomplete (no meta.json)")
-        self.meta = json.loads(meta_path.read_text())
-        if self.meta["weights_checksum"] != weights_checksum:
-            raise ElmoInputError(
-                f"stale activation cache '{self.directory}': built from biLM weights "
-                f"{self.meta['weights_checksum'][:12]}, but this run uses {weights_checksum[:12]}; rebuild it")
+        problem = cache_problem(self.directory, weights_checksum)
+        if problem:
+            raise ElmoInputError(problem)
+        self.meta = json.loads((self.directory / "meta.json").read_text())
         self.index = json.loads((self.directory / "index.json").read_text())
-        self.layers = np.load(self.directory / "layers.npy", mmap_mode="r")
+        self.vectors = np.load(self.directory / "vectors.npy", mmap_mode="r")
+        self.n_layers, self.dim = self.meta["layers"], self.meta["dim"]
+        expected = (self.meta["tokens"], row_width(self.n_layers, self.dim))
+        if self.vectors.shape != expected or self.vectors.dtype.name != self.meta["dtype"]:
+            raise ElmoInputError(f"activation cache '{self.directory}': vectors.npy holds {self.vectors.dtype.name} "
+                                 f"{self.vectors.shape}, meta.json says {self.meta['dtype']} {expected}; rebuild it")
 
     def lookup(self, char_ids: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
         mask = (char_ids > 0).any(dim=-1)
         batch, steps = mask.shape
-        out = np.zeros((batch, steps, self.layers.shape[1], self.layers.shape[2]), dtype=np.float32)
+        rows = np.zeros((batch, steps, self.vectors.shape[1]), dtype=np.float32)
         ids = char_ids.cpu().numpy()
         for b, n in enumerate(mask.sum(dim=1).tolist()):
             entry = self.index.get(sentence_key(ids[b, :n]))
@@ -111,9 +210,12 @@ class ActivationCache:
                 raise ElmoInputError(f"activation cache '{self.directory}' has no entry for the sentence "
                                      f"{_decode(ids[b, :n])!r}: the data changed since the cache was built; "
                                      f"rebuild it")
-            out[b, :n] = self.layers[entry[0]:entry[0] + entry[1]]
-        stacked = torch.from_numpy(out).to(char_ids.device)
-        return list(stacked.unbind(dim=2)), mask
+            rows[b, :n] = self.vectors[entry[0]:entry[0] + entry[1]]
+        rows = torch.from_numpy(rows).to(char_ids.device)
+        half = self.dim // 2
+        token = rows[..., :half]
+        lstm = rows[..., half:].reshape(batch, steps, self.n_layers - 1, self.dim).unbind(dim=2)
+        return [torch.cat([token, token], dim=-1), *lstm], mask
 
 
 def _decode(ids: np.ndarray, limit: int = 80) -> str:

@@ -6,7 +6,14 @@ A profile asks for it with a ``bilm`` section::
     "bilm": {"pretrain": {"out": "artifacts/mini/bilm", "args": ["--options", "...", "--train", "...", ...]},
              "finetune": {"tasks": ["ner", "sst"], "out": "artifacts/mini/bilm-{task}", "args": ["--epochs", "1"]}}
 
-and points its runs at the results (``ELMO_OPTIONS: artifacts/mini/bilm-ner/options.json``). Each stage is
+and points its runs at the results (``ELMO_OPTIONS: artifacts/mini/bilm-ner/options.json``). Without a pretrain
+stage, ``finetune.from`` names the biLM to start from, e.g. the official weights (the paper profile; they come
+without a softmax, so ``finetune`` starts a new one over the task text's vocabulary)::
+
+    "bilm": {"finetune": {"from": {"options": "${ELMO_DIR}/..._options.json", "weights": "${ELMO_DIR}/..._weights.hdf5"},
+                          "tasks": ["snli", "ner"], "out": "artifacts/paper/bilm-{task}", "args": [...]}}
+
+The stages run on the profile's ``device`` (``--device``; default cpu). Each stage is
 resumable like the runs: pretraining continues from its checkpoint (``--resume``) until its ``--tokens`` or
 ``--epochs`` budget is spent; a fine-tuning is done once its ``perplexity.json`` exists. The fine-tuning text of a
 task is the sentences its own dataset reader gives for the training (and dev) files, one per line, so any task
@@ -22,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.spec import REPO, SpecError, repo_path
+from runner.spec import REPO, SpecError, expand, repo_path
 
 
 def _option(args: List[str], name: str) -> Optional[str]:
@@ -77,17 +84,23 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
 
 
 def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Path]:
-    """The task's training and dev sentences as whitespace-tokenized text files (one sentence per line)."""
+    """The task's training and dev sentences as whitespace-tokenized text files (one sentence per line).
+
+    Each distinct text once, in first-seen order: the paper fine-tuned "for one epoch on the training split"
+    (PAPER.md), and the readers repeat texts per instance (an SQuAD paragraph once per question, ~5x; an SNLI premise
+    once per hypothesis, 3x), which would make the epoch 2-4 times longer and weight those texts accordingly. SST is
+    read as whole sentences (SST_PHRASES=false): its phrases are sub-strings of the training sentences."""
     from runner.cache import read_task_sentences
 
     files = {}
     for split, key in (("train", "TRAIN_PATH"), ("dev", "DEV_PATH")):
         path = directory / f"{task}.{split}.txt"
         if not path.is_file():
-            sentences = read_task_sentences(task, knobs, [key])
+            sentences = read_task_sentences(task, {**knobs, "SST_PHRASES": "false"}, [key])
+            lines = dict.fromkeys(" ".join(s) for s in sentences if s)
             partial = path.with_name(path.name + ".partial")
             partial.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text("".join(" ".join(s) + "\n" for s in sentences if s))
+            partial.write_text("".join(line + "\n" for line in lines))
             os.replace(partial, path)
         files[split] = path
     return files
@@ -100,18 +113,22 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
     if not spec:
         return
     python = [sys.executable, "-m", "elmo_module"]
-    pre = spec["pretrain"]
-    out = repo_path(pre["out"])
-    if pretraining_done(out, pre["args"]):
-        print(f"biLM pretraining: done ({out})")
-    else:
-        resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
-        _call([*python, "pretrain", *pre["args"], "--out", str(out), *resume], out, out / "pretrain.log",
-              "biLM pretraining")
-        if not pretraining_done(out, pre["args"]):
-            raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
-                            f"from {out / 'checkpoint.pt'}")
     fine = spec.get("finetune") or {}
+    if "pretrain" in spec:
+        pre = spec["pretrain"]
+        out = repo_path(pre["out"])
+        if pretraining_done(out, pre["args"]):
+            print(f"biLM pretraining: done ({out})")
+        else:
+            resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
+            _call([*python, "pretrain", *pre["args"], *_device(profile, pre["args"]), "--out", str(out), *resume],
+                  out, out / "pretrain.log", "biLM pretraining")
+            if not pretraining_done(out, pre["args"]):
+                raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
+                                f"from {out / 'checkpoint.pt'}")
+        source = ["--from", str(out)]
+    else:
+        source = None  # finetune.from, checked when a fine-tuning is to run
     todo = []
     for task in fine.get("tasks", []):
         if task not in task_knobs:
@@ -120,15 +137,45 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         if (target / "perplexity.json").is_file():
             print(f"biLM fine-tuning on {task}: done ({target})")
             continue
+        source = source or _finetune_source(profile, fine)
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
-        todo.append(([*python, "finetune", "--from", str(out), "--train", str(text["train"]), "--dev",
-                      str(text["dev"]), "--tokenize", "whitespace", *fine.get("args", []), "--out", str(target)],
+        args = fine.get("args", [])
+        todo.append(([*python, "finetune", *source, "--train", str(text["train"]), "--dev", str(text["dev"]),
+                      "--tokenize", "whitespace", *args, *_device(profile, args), "--out", str(target)],
                      target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
+    if profile.get("device") == "cuda":
+        jobs = 1  # one GPU: fine-tunings of the released biLM one after another, each with the whole device
     show = jobs <= 1 or len(todo) <= 1  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
         for future in [pool.submit(_call, *job, show) for job in todo]:
             future.result()
+
+
+def _device(profile: dict, args: List[str]) -> List[str]:
+    """``--device`` from the profile's ``device`` (cuda | cpu, default cpu) unless the stage's args name one."""
+    return [] if "--device" in args else ["--device", profile.get("device", "cpu")]
+
+
+def _finetune_source(profile: dict, fine: dict) -> List[str]:
+    """``--options X --weights Y`` of ``finetune.from`` (the biLM to fine-tune when there is no pretrain stage)."""
+    given = fine.get("from")
+    if not isinstance(given, dict) or set(given) != {"options", "weights"}:
+        raise SpecError(f"profile '{profile.get('name')}': bilm.finetune needs a pretrain stage or "
+                        f"'from': {{\"options\": ..., \"weights\": ...}}, found 'from' = {given!r}")
+    hints = profile.get("requires", {})
+    source = []
+    for key, knob in (("options", "ELMO_OPTIONS"), ("weights", "ELMO_WEIGHTS")):
+        value = expand(str(given[key]))
+        path = repo_path(value)
+        if "${" in value or not path.is_file():
+            hint = f"; {hints[knob]}" if knob in hints else ""
+            raise SpecError(f"bilm.finetune.from.{key} = {given[key]}: "
+                            f"{'an environment variable is not set' if '${' in value else f'{path} is not a file'}"
+                            f"{hint}")
+        source += [f"--{key}", str(path)]
+    return source
+
 
 def _stages(out: Path) -> List[dict]:
     path = out / "stages.json"
@@ -140,12 +187,16 @@ def bilm_report(profile: dict) -> Optional[dict]:
     spec = profile.get("bilm")
     if not spec:
         return None
-    out = repo_path(spec["pretrain"]["out"])
-    report = {"pretrain": {"out": spec["pretrain"]["out"], "done": pretraining_done(out, spec["pretrain"]["args"]),
-                           "stages": _stages(out)}, "finetune": {}}
-    if (out / "perplexity.json").is_file():
-        report["pretrain"]["perplexity"] = json.loads((out / "perplexity.json").read_text())
-        report["pretrain"]["options"] = json.loads((out / "options.json").read_text())
+    report = {"pretrain": None, "finetune": {}}
+    if "pretrain" in spec:
+        out = repo_path(spec["pretrain"]["out"])
+        report["pretrain"] = {"out": spec["pretrain"]["out"], "done": pretraining_done(out, spec["pretrain"]["args"]),
+                              "stages": _stages(out)}
+        if (out / "perplexity.json").is_file():
+            report["pretrain"]["perplexity"] = json.loads((out / "perplexity.json").read_text())
+            report["pretrain"]["options"] = json.loads((out / "options.json").read_text())
+    else:
+        report["from"] = (spec.get("finetune") or {}).get("from")
     fine = spec.get("finetune") or {}
     for task in fine.get("tasks", []):
         target = repo_path(fine["out"].format(task=task))
@@ -158,11 +209,34 @@ def bilm_report(profile: dict) -> Optional[dict]:
 def bilm_markdown(report: dict, provenance_lines: List[str]) -> str:
     pre = report["pretrain"]
     lines = ["# The profile's biLM: pretraining and fine-tuning perplexities", ""] + provenance_lines + [""]
-    ppl = pre.get("perplexity")
-    if not ppl:
+    if pre is None:
+        source = report.get("from") or {}
+        lines += [f"No pretraining: fine-tuned from `{source.get('options')}` + `{source.get('weights')}`."]
+    elif not pre.get("perplexity"):
         return "\n".join(lines + [f"Pretraining in `{pre['out']}` has not finished."]) + "\n"
-    o = pre["options"]
-    lines += [f"Pretrained biLM `{pre['out']}`: {o['lstm']['n_layers']} x {o['lstm']['dim']}-cell LSTMs, projection "
+    else:
+        lines += _pretrain_lines(pre)
+    if report["finetune"]:
+        lines += ["", "Fine-tuned on each task's training sentences (dev perplexity picks the epoch, Sec. 3.4):", "",
+                  "| task | biLM | dev ppl before (fwd / bwd / avg) | dev ppl after (fwd / bwd / avg) | epoch kept |",
+                  "|---|---|---|---|---|"]
+        for task, f in report["finetune"].items():
+            b, a = f["perplexity"]["dev_before"], f["perplexity"]["dev"]
+            lines.append(f"| {task} | `{f['out']}` | {b['forward']:.1f} / {b['backward']:.1f} / {b['average']:.1f} | "
+                         f"{a['forward']:.1f} / {a['backward']:.1f} / {a['average']:.1f} | "
+                         f"{f['perplexity']['best_epoch']} |")
+    stages = ([(pre["out"], s) for s in pre["stages"]] if pre else []) + [
+        (f["out"], s) for f in report["finetune"].values() for s in f["stages"]]
+    if stages:
+        lines += ["", "Commands the runner ran for these stages, with their wall times:", ""]
+        lines += [f"- `{s['command']}` ({s['wall_time_s']:,.0f} s, exit {s['returncode']}, {s['date']})"
+                  for _, s in stages]
+    return "\n".join(lines) + "\n"
+
+
+def _pretrain_lines(pre: dict) -> List[str]:
+    ppl, o = pre["perplexity"], pre["options"]
+    lines = [f"Pretrained biLM `{pre['out']}`: {o['lstm']['n_layers']} x {o['lstm']['dim']}-cell LSTMs, projection "
               f"{o['lstm']['projection_dim']}, char CNN filters {o['char_cnn']['filters']}, "
               f"{o['char_cnn']['n_highway']} highway; vocabulary {ppl['vocabulary_size']:,} words, "
               f"{ppl['train_tokens_per_epoch']:,} training tokens per epoch.", "",
@@ -173,19 +247,4 @@ def bilm_markdown(report: dict, provenance_lines: List[str]) -> str:
     lines += ["", f"Last training segment: {last.get('tokens', 0):,} tokens in {last.get('seconds', 0):,.0f} s "
               f"({last.get('tokens_per_second', 0):,.0f} tokens/s, {last.get('device')}, {last.get('threads')} "
               f"thread(s))."]
-    if report["finetune"]:
-        lines += ["", "Fine-tuned on each task's training sentences (dev perplexity picks the epoch, Sec. 3.4):", "",
-                  "| task | biLM | dev ppl before (fwd / bwd / avg) | dev ppl after (fwd / bwd / avg) | epoch kept |",
-                  "|---|---|---|---|---|"]
-        for task, f in report["finetune"].items():
-            b, a = f["perplexity"]["dev_before"], f["perplexity"]["dev"]
-            lines.append(f"| {task} | `{f['out']}` | {b['forward']:.1f} / {b['backward']:.1f} / {b['average']:.1f} | "
-                         f"{a['forward']:.1f} / {a['backward']:.1f} / {a['average']:.1f} | "
-                         f"{f['perplexity']['best_epoch']} |")
-    stages = [(pre["out"], s) for s in pre["stages"]] + [(f["out"], s) for f in report["finetune"].values()
-                                                        for s in f["stages"]]
-    if stages:
-        lines += ["", "Commands the runner ran for these stages, with their wall times:", ""]
-        lines += [f"- `{s['command']}` ({s['wall_time_s']:,.0f} s, exit {s['returncode']}, {s['date']})"
-                  for _, s in stages]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -59,8 +59,8 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
     return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
 
 
-def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
-    from elmo_module.activation_cache import build_cache, file_checksum
+def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16") -> Path:
+    from elmo_module.activation_cache import build_cache, cache_problem, file_checksum
     from elmo_module.weights import load_bilm
 
     # every sentence of the full data (no training subsample), read as an ELMo run reads it
@@ -73,12 +73,18 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
     identity = json.dumps([data_sum, params["dataset_reader"], params.get("validation_dataset_reader")],
                           sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    directory = cache_root / weights_sum[:16] / f"{task}-{key}"
-    if (directory / "meta.json").is_file():
+    directory = cache_root / weights_sum[:16] / (f"{task}-{key}" + ("" if dtype == "float16" else f"-{dtype}"))
+    problem = cache_problem(directory, weights_sum)
+    if problem is None:
         return directory
+    if (directory / "meta.json").is_file():  # an older format: rebuilt, never read
+        print(f"{problem}\n  -> rebuilding it", flush=True)
     sentences = _read_sentences(params, keys)
     bilm = load_bilm(*options, stateful=False)
-    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum})
+    # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
+    # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
+    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},
+                       reuse=True, dtype=dtype)
 
 
 def _embedder_files(params: dict):

@@ -1,11 +1,20 @@
-"""The frozen-biLM activation cache: a hit equals a fresh stateless biLM pass; stale caches are rejected."""
+"""The frozen-biLM activation cache: a hit equals a fresh stateless biLM pass up to float16 rounding; each distinct
+sentence is stored once; stale caches and caches of the old format are rejected, never misread."""
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from elmo_module import ElmoInputError, batch_to_ids, load_bilm
-from elmo_module.activation_cache import ActivationCache, build_cache, file_checksum
+from elmo_module.activation_cache import ActivationCache, build_cache, bytes_per_token, file_checksum
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
+
+# float16 keeps 11 significant bits: round-to-nearest errs by at most half an ulp, 2**-11 of the value (below
+# float16's smallest normal, 6.1e-5, by at most 2**-25 absolute). The cache ran the sentences in other batches than
+# the check does; MKL's GEMM blocking depends on the batch's row count, so float32 results may differ in the last
+# bit (~1e-7 here): 1e-6 absolute covers both small terms.
+RTOL, ATOL = 2.0 ** -11, 1e-6
 
 
 @pytest.fixture
@@ -17,20 +26,100 @@ def cached(tmp_path):
     return bilm, directory, checksum, (options, weights)
 
 
-def test_cache_hit_equals_fresh_bilm_pass(cached):
+def _fresh(bilm, ids):
+    with torch.no_grad():
+        return bilm(ids)
+
+
+def test_cache_hit_equals_float32_bilm_up_to_float16_rounding(cached):
     bilm, directory, checksum, _ = cached
     cache = ActivationCache(directory, checksum)
-    assert cache.meta["sentences"] == len(SENTENCES)  # duplicates stored once
+    assert cache.meta["dtype"] == "float16"
+    worst = 0.0
     for batch in (SENTENCES[:3], SENTENCES[3:], [SENTENCES[2], SENTENCES[5]]):
         ids = batch_to_ids(batch)
-        with torch.no_grad():
-            fresh = bilm(ids)
+        fresh = _fresh(bilm, ids)
         layers, mask = cache.lookup(ids)
         assert torch.equal(mask, fresh.mask)
+        assert len(layers) == len(fresh.layers) == 3
         for got, expected in zip(layers, fresh.layers):
-            # the cache ran these sentences in other batches; MKL's GEMM blocking depends on the batch's row
-            # count, so the last float32 bit may differ -- nothing more
-            torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+            assert got.dtype == torch.float32 and got.shape == expected.shape
+            assert torch.equal(got, got.half().float())  # really stored as float16
+            torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL)
+            worst = max(worst, float(((got - expected).abs() / expected.abs().clamp(min=1e-3)).max()))
+    assert 1e-5 < worst <= RTOL * 1.01  # rounding happened, and stayed within half an ulp
+
+
+def test_float32_cache_equals_bilm(tmp_path):
+    """The layout alone (half of layer 0, the LSTM layers, index) loses nothing: float32 storage reads back exact."""
+    options, weights = write_random_elmo(tmp_path, seed=3)
+    bilm = load_bilm(options, weights, stateful=False)
+    checksum = file_checksum(options, weights)
+    cache = ActivationCache(build_cache(bilm, SENTENCES, tmp_path / "c32", checksum, progress=False,
+                                        dtype="float32"), checksum)
+    ids = batch_to_ids(SENTENCES[2:6])
+    for got, expected in zip(cache.lookup(ids)[0], _fresh(bilm, ids).layers):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_repeated_sentence_is_stored_once_and_read_back_for_each(cached):
+    bilm, directory, checksum, _ = cached
+    cache = ActivationCache(directory, checksum)
+    assert cache.meta["sentences"] == len(SENTENCES)  # SENTENCES[:2] came twice
+    assert cache.meta["tokens"] == sum(len(s) for s in SENTENCES) == cache.vectors.shape[0]
+    assert len(cache.index) == len(SENTENCES)
+    ids = batch_to_ids([SENTENCES[0], SENTENCES[4], SENTENCES[0]])
+    layers, _ = cache.lookup(ids)
+    fresh = _fresh(bilm, batch_to_ids([SENTENCES[0]]))
+    n = len(SENTENCES[0])
+    for got, expected in zip(layers, fresh.layers):
+        assert torch.equal(got[0, :n], got[2, :n])
+        torch.testing.assert_close(got[2, :n], expected[0], rtol=RTOL, atol=ATOL)
+
+
+def test_stored_bytes_per_token(cached):
+    bilm, directory, _, _ = cached
+    n_layers, dim = bilm.num_output_layers, bilm.options.output_dim
+    assert bytes_per_token(n_layers, dim) == 2 * (dim // 2 + (n_layers - 1) * dim)
+    assert bytes_per_token(3, 1024) == 5120  # the released biLM; 12,288 as float32 in full
+    tokens = json.loads((directory / "meta.json").read_text())["tokens"]
+    data = (directory / "vectors.npy").stat().st_size
+    assert tokens * bytes_per_token(n_layers, dim) < data <= tokens * bytes_per_token(n_layers, dim) + 128  # header
+
+
+def test_old_format_cache_is_refused_then_rebuilt(cached, tmp_path):
+    """A cache as format 1 wrote it (float32 layers.npy of shape (tokens, layers, dim), no format in meta.json)."""
+    from allennlp.common.checks import ConfigurationError
+    from elmo_module.allennlp_adapter import ElmoTokenEmbedder
+
+    bilm, _, checksum, (options, weights) = cached
+    old = tmp_path / "old"
+    old.mkdir()
+    np.save(old / "layers.npy", np.ones((3, 3, bilm.options.output_dim), dtype=np.float32))
+    (old / "index.json").write_text(json.dumps({"x": [0, 3]}))
+    (old / "meta.json").write_text(json.dumps({"weights_checksum": checksum, "data": {}, "sentences": 1,
+                                               "tokens": 3, "layers": 3, "dim": bilm.options.output_dim}))
+    with pytest.raises(ElmoInputError, match=r"has format 1 \(float32 layers.npy.*rebuild it"):
+        ActivationCache(old, checksum)
+    with pytest.raises(ConfigurationError, match="has format 1") as error:
+        ElmoTokenEmbedder(str(options), str(weights), cache_dir=str(old))
+    assert "\n" not in str(error.value)
+    build_cache(bilm, SENTENCES, old, checksum, progress=False, reuse=True)  # not reused: rebuilt
+    assert not (old / "layers.npy").exists()
+    ids = batch_to_ids(SENTENCES[:2])
+    for got, expected in zip(ActivationCache(old, checksum).lookup(ids)[0], _fresh(bilm, ids).layers):
+        torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_reuse_keeps_a_complete_cache_without_running_the_biLM(cached):
+    bilm, directory, checksum, _ = cached
+    before = (directory / "vectors.npy").stat().st_ino
+
+    def fail(*args):
+        raise AssertionError("the biLM ran")
+    bilm.forward = fail
+    assert build_cache(bilm, SENTENCES, directory, checksum, progress=False, reuse=True) == directory
+    assert (directory / "vectors.npy").stat().st_ino == before
 
 
 def test_cache_from_other_weights_is_rejected(cached, tmp_path):
@@ -49,7 +138,7 @@ def test_sentence_not_in_cache_is_an_error_not_a_substitute(cached):
 
 def test_incomplete_cache_is_rejected(tmp_path):
     (tmp_path / "half").mkdir()
-    np.save(tmp_path / "half" / "layers.npy", np.zeros((1, 3, 4), dtype=np.float32))
+    np.save(tmp_path / "half" / "vectors.npy", np.zeros((1, 3), dtype=np.float16))
     with pytest.raises(ElmoInputError, match="missing or incomplete"):
         ActivationCache(tmp_path / "half", "x")
 
@@ -57,11 +146,14 @@ def test_incomplete_cache_is_rejected(tmp_path):
 def test_embedder_with_cache_equals_embedder_running_the_bilm(cached):
     from elmo_module.allennlp_adapter import ElmoTokenEmbedder
 
-    _, directory, _, (options, weights) = cached
+    bilm, directory, _, (options, weights) = cached
     torch.manual_seed(0)
     live = ElmoTokenEmbedder(str(options), str(weights), dropout=0.0)
     torch.manual_seed(0)
     from_cache = ElmoTokenEmbedder(str(options), str(weights), dropout=0.0, cache_dir=str(directory))
     ids = batch_to_ids(SENTENCES[:4])
     with torch.no_grad():
-        torch.testing.assert_close(live(ids), from_cache(ids), atol=1e-6, rtol=0)
+        # at initialisation the mix is the mean of the layers (w = 0, gamma = 1): each layer's float16 error is at
+        # most RTOL of its value, so the mix errs by at most RTOL * mean |layer|
+        bound = RTOL * torch.stack([layer.abs() for layer in _fresh(bilm, ids).layers]).mean(dim=0) + ATOL
+        assert ((live(ids) - from_cache(ids)).abs() <= bound).all()
