@@ -65,8 +65,9 @@ def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, w
     with torch.no_grad(), tqdm(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
-            out = bilm(batch_to_ids([unique[k] for k in batch], bilm.options.max_chars))
-            stacked = torch.stack(out.layers, dim=2).numpy()  # (B, T, layers, dim)
+            ids = batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)
+            out = bilm(ids.to(next(bilm.parameters()).device))  # on the biLM's device (a GPU if the runner has one)
+            stacked = torch.stack(out.layers, dim=2).cpu().numpy()  # (B, T, layers, dim)
             for b, key in enumerate(batch):
                 n = len(unique[key])
                 layers[row:row + n] = stacked[b, :n]

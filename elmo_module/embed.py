@@ -13,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from elmo_module.characters import batch_to_ids
+from elmo_module.device import resolve
 from elmo_module.errors import ElmoInputError
 from elmo_module.weights import load_bilm
 
@@ -28,7 +29,7 @@ def add_embed_arguments(parser) -> None:
     parser.add_argument("--stateless", action="store_true",
                         help="start every sentence from a zero LSTM state (default: carry state per batch row, "
                              "as bilm-tf does)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
 
 
 def read_sentences(path) -> List[List[str]]:
@@ -50,6 +51,8 @@ def read_sentences(path) -> List[List[str]]:
 def run_embed(args) -> int:
     if args.batch_size < 1:
         raise ElmoInputError(f"--batch-size must be at least 1, found {args.batch_size}")
+    args.device, line = resolve(args.device)
+    print(f"embed: {line}", flush=True)
     sentences = read_sentences(args.input)
     bilm = load_bilm(args.options, args.weights, stateful=not args.stateless).to(args.device).eval()
     import h5py

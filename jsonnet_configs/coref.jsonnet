@@ -79,7 +79,7 @@ elmo.experiment(reader(max_sentences=50),
   trainer: elmo.trainer({
     optimizer: { type: 'adam', lr: 0.001 },
     grad_norm: 5.0,
-    learning_rate_scheduler: { type: 'reduce_on_plateau', factor: 0.5, mode: 'max', patience: 2 },
+    learning_rate_scheduler: { type: 'reduce_on_plateau_compat', factor: 0.5, mode: 'max', patience: 2 },
     validation_metric: '+coref_f1',
     patience: 10,
   }, default_epochs=150),

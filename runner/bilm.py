@@ -50,14 +50,14 @@ def _record(out: Path, command: List[str], seconds: float, returncode: int) -> N
     path.write_text(json.dumps(stages, indent=2))
 
 
-def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True) -> None:
+def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True, env: Dict[str, str] = None) -> None:
     """Run one stage; its output (progress bar included) goes to ``log`` and, if ``show``, to the terminal."""
     print(f"{what}: {' '.join(command)}\n  (log: {log})", flush=True)
     started = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+                                   env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
         for chunk in iter(lambda: process.stdout.read1(4096), b""):
             f.write(chunk)
             f.flush()
@@ -88,20 +88,24 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     return files
 
 
-def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1) -> None:
+def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1, device: str = "cpu",
+                 gpus: List[str] = ()) -> None:
     """Run the profile's pretraining and fine-tuning stages that are not done yet (``jobs`` fine-tunings at a
-    time). ``task_knobs``: the knobs of one run of each task (for its data files)."""
+    time, or one per GPU slot of ``gpus``). ``task_knobs``: the knobs of one run of each task (for its data files).
+    ``device``: the stages' --device unless the profile's args name one."""
     spec = profile.get("bilm")
     if not spec:
         return
     python = [sys.executable, "-m", "elmo_module"]
+    device_arg = lambda args: [] if "--device" in args else ["--device", "cuda" if device == "cuda" else "cpu"]
     pre = spec["pretrain"]
     out = repo_path(pre["out"])
     if pretraining_done(out, pre["args"]):
         print(f"biLM pretraining: done ({out})")
     else:
         resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
-        _call([*python, "pretrain", *pre["args"], "--out", str(out), *resume], out, out / "pretrain.log",
+        _call([*python, "pretrain", *pre["args"], *device_arg(pre["args"]), "--out", str(out), *resume], out,
+              out / "pretrain.log",
               "biLM pretraining")
         if not pretraining_done(out, pre["args"]):
             raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
@@ -118,11 +122,14 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
         todo.append(([*python, "finetune", "--from", str(out), "--train", str(text["train"]), "--dev",
-                      str(text["dev"]), "--tokenize", "whitespace", *fine.get("args", []), "--out", str(target)],
+                      str(text["dev"]), "--tokenize", "whitespace", *fine.get("args", []),
+                      *device_arg(fine.get("args", [])), "--out", str(target)],
                      target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
+    jobs = len(gpus) or jobs
     show = jobs <= 1 or len(todo) <= 1  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
-        for future in [pool.submit(_call, *job, show) for job in todo]:
+        pinned = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(len(todo))]
+        for future in [pool.submit(_call, *job, show, env) for job, env in zip(todo, pinned)]:
             future.result()
 
 def _stages(out: Path) -> List[dict]:

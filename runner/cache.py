@@ -59,7 +59,7 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
     return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
 
 
-def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
+def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, device: str = "cpu") -> Path:
     from elmo_module.activation_cache import build_cache, file_checksum
     from elmo_module.weights import load_bilm
 
@@ -77,7 +77,7 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path) -> Path:
     if (directory / "meta.json").is_file():
         return directory
     sentences = _read_sentences(params, keys)
-    bilm = load_bilm(*options, stateful=False)
+    bilm = load_bilm(*options, stateful=False).to(device)
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum})
 
 
