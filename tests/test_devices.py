@@ -15,6 +15,19 @@ from runner.spec import SpecError
 from tests.test_runner import PROFILE, REPO, runner_command, runner_env
 
 
+def test_installed_torch_has_kernels_for_current_gpus():
+    """The lock's torch build runs on V100 (7.0), T4 (7.5), A100 (8.0), A10/RTX 30xx (8.6), L4/RTX 40xx (8.9) and
+    H100 (9.0); torch 1.12.1's CUDA 10.2 build (sm_37 sm_50 sm_60 sm_70) ran on none from 8.0 on."""
+    import torch
+
+    from elmo_module.device import kernels_run_on
+
+    arch = torch._C._cuda_getArchFlags().split()  # what get_arch_list() returns once a GPU is there
+    for capability in [(7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0)]:
+        assert kernels_run_on(capability, arch), (capability, arch)
+    assert not kernels_run_on((8, 0), "sm_37 sm_50 sm_60 sm_70".split())
+
+
 def test_gpu_slots_interleave_the_visible_gpus():
     assert gpu_slots(2) == ["0", "1"]
     assert gpu_slots(2, runs_per_gpu=3) == ["0", "1", "0", "1", "0", "1"]
