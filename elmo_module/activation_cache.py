@@ -159,7 +159,9 @@ def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: di
     with torch.no_grad(), tqdm(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
-            layers = bilm(batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)).layers
+            ids = batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)
+            # on the biLM's device (a GPU if the runner has one), stored from the CPU
+            layers = [layer.cpu() for layer in bilm(ids.to(next(bilm.parameters()).device)).layers]
             if not torch.equal(layers[0][..., :half], layers[0][..., half:]):
                 raise ValueError("the biLM's layer 0 is not [x; x]; the cache stores one half of it")
             rows = torch.cat([layers[0][..., :half], *layers[1:]], dim=-1).numpy()  # (B, T, width)

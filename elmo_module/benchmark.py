@@ -3,7 +3,7 @@
     source env.sh; .venv/bin/python -m elmo_module.benchmark [--batches 16] [--batch-size 32] [--threads 2]
         [--no-token-cache]
 
-(env.sh sets MKL_DEBUG_CPU_TYPE=5 on AMD CPUs, which doubles MKL's GEMM speed there for both implementations.)
+(On torch 1.12, MKL_DEBUG_CPU_TYPE=5 doubled MKL's GEMM speed on AMD CPUs; torch 2.9.1's MKL 2024.2 ignores it.)
 
 Full size = the released model's shape (2 x 4096 cells, 512 projection, 2048 char filters, 2 highway). Sentences of
 10-35 tokens, words drawn from a Zipf distribution over 5,000 synthetic types (so words repeat as in real text).

@@ -52,3 +52,29 @@ def describe(device: str) -> str:
         return (f"device {device}: {torch.cuda.get_device_name(index)} (compute capability "
                 f"{'.'.join(map(str, torch.cuda.get_device_capability(index)))}), torch {torch.__version__}")
     return f"device cpu: {torch.get_num_threads()} thread(s), torch {torch.__version__}"
+
+
+def resolve(device: Optional[str]) -> Tuple[str, str]:
+    """(the device a command runs on, a one-line description of it for the start of its output).
+
+    ``None`` picks the first GPU if torch can run kernels on it, else the CPU (and the line says why no GPU). A GPU
+    asked for by name (``cuda``, ``cuda:1``) that torch cannot use raises ElmoInputError with the one-line reason.
+    """
+    from elmo_module.errors import ElmoInputError
+
+    if device is None:
+        import torch
+
+        problem = cuda_problem(0) if torch.cuda.device_count() else None
+        if torch.cuda.device_count() and problem is None:
+            return "cuda:0", describe("cuda:0")
+        return "cpu", describe("cpu") + (f" (GPU not used: {problem})" if problem else "")
+    if device == "cpu":
+        return device, describe(device)
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or not (index == "" or index.isdigit()):
+        raise ElmoInputError(f"--device must be cpu, cuda or cuda:N, found '{device}'")
+    problem = cuda_problem(int(index or 0))
+    if problem:
+        raise ElmoInputError(f"--device {device}: {problem}")
+    return device, describe(device)

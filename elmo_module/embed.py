@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from elmo_module.characters import batch_to_ids
+from elmo_module.device import resolve
 from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
 from elmo_module.pause_points import pause_point
@@ -33,7 +34,7 @@ def add_embed_arguments(parser) -> None:
     parser.add_argument("--stateless", action="store_true",
                         help="start every sentence from a zero LSTM state (default: carry state per batch row, "
                              "as bilm-tf does)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
 
 
 def read_sentences(path) -> List[List[str]]:
@@ -88,6 +89,8 @@ def check_space(output: Path, needed: int, written: int = 0) -> None:
 def run_embed(args) -> int:
     if args.batch_size < 1:
         raise ElmoInputError(f"--batch-size must be at least 1, found {args.batch_size}")
+    args.device, line = resolve(args.device)
+    print(f"embed: {line}", flush=True)
     output = Path(args.output)
     partial = output.with_name(output.name + ".partial")
     check_writable(output, partial)

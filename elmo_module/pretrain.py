@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from elmo_module.bilm import ElmoBiLm, State
+from elmo_module.device import resolve
 from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import (TOKENIZERS, Corpus, build_vocabulary, character_table, expand_paths,
                                  n_windows, read_corpus, read_vocabulary, streams, type_to_vocabulary, windows)
@@ -508,7 +509,7 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-count", type=int, default=1, help="least count of a word in the vocabulary")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice); on a machine "
                         "shared with other jobs 1 thread can be much faster than oversubscribed cores")
 
@@ -516,6 +517,8 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
 def _settings(args) -> TrainingSettings:
     if args.threads is not None:
         torch.set_num_threads(max(1, args.threads))
+    args.device, line = resolve(args.device)  # refuses a GPU torch cannot run kernels on, before any work
+    print(f"{getattr(args, 'command', 'pretrain')}: {line}", flush=True)
     for name in ("batch_size", "unroll", "negatives", "vocab_size"):
         if getattr(args, name) < 1:
             raise ElmoInputError(f"--{name.replace('_', '-')} must be at least 1, found {getattr(args, name)}")

@@ -111,7 +111,7 @@ elmo.experiment(reader(max_sentences=50, random_offset=paper),
     grad_norm: 5.0,
     learning_rate_scheduler:
       if paper then { type: 'staircase_exponential', decay_rate: 0.999, decay_steps: 100 }  // experiments.conf:64-66
-      else { type: 'reduce_on_plateau', factor: 0.5, mode: 'max', patience: 2 },  // allennlp-models coref.jsonnet
+      else { type: 'reduce_on_plateau_compat', factor: 0.5, mode: 'max', patience: 2 },  // allennlp-models coref.jsonnet
     validation_metric: '+coref_f1',
     patience: 10,
   }, default_epochs=150),

@@ -61,6 +61,6 @@ elmo.experiment(reader,
     grad_norm: 10.0,
     validation_metric: '+accuracy',
     patience: 5,
-    learning_rate_scheduler: { type: 'reduce_on_plateau', factor: 0.5, mode: 'max', patience: 0 },
+    learning_rate_scheduler: { type: 'reduce_on_plateau_compat', factor: 0.5, mode: 'max', patience: 0 },
   }, default_epochs=75),
 }

@@ -27,11 +27,18 @@ def parse_args(argv=None):
     p.add_argument("--profile", default="default", help="profile name (runner/profiles/NAME.json) or path")
     p.add_argument("--only", help="comma-separated sweep names to run (default: all of the profile's)")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
-    p.add_argument("--jobs", type=int, help="local executor: runs at a time (default: the profile's 'jobs', else 1)")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="where runs, the activation caches and the biLM stages compute (default: the profile's "
+                        "'device', else cpu); cuda: the local executor runs one run per GPU at a time")
+    p.add_argument("--runs-per-gpu", type=int, default=1, help="local executor with --device cuda: runs sharing "
+                   "each GPU at a time (small models leave a GPU mostly idle)")
+    p.add_argument("--jobs", type=int, help="local executor on CPU: runs at a time (default: the profile's 'jobs', "
+                   "else 1)")
     p.add_argument("--threads", type=int, help="local executor: CPU threads per run (default: cores / jobs)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray resources per run")
-    p.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray resources per run (sets CUDA_DEVICE=0)")
+    p.add_argument("--gpus-per-run", type=float, help="Ray resources per run, fractions too (default: 1 with "
+                   "--device cuda, else 0; > 0 sets CUDA_DEVICE=0, Ray sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--no-cache", action="store_true", help="run the biLM in every run instead of caching its layers")
     p.add_argument("--runs-dir", help="default: runs/PROFILE")
     p.add_argument("--results-dir", help="default: results/PROFILE")
@@ -103,6 +110,13 @@ def _main(argv=None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not args.build_only:
+        try:
+            gpus, stage_device, device_line = device_plan(args.device or profile.get("device", "cpu"), args)
+        except SpecError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"runner: {device_line}", flush=True)
     runs = unique_runs(cells)
     name = profile["name"]
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
@@ -127,7 +141,7 @@ def _main(argv=None) -> int:
                 from runner.bilm import prepare_bilm
 
                 prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)},
-                             args.jobs or int(profile.get("jobs", 1)))
+                             args.jobs or int(profile.get("jobs", 1)), stage_device, gpus)
             _check_inputs(profile, wanted)
             inputs, finished = check_finished(runs, run_dir, runs_dir, redo_stale=args.redo_stale)
         except SpecError as e:
@@ -139,9 +153,9 @@ def _main(argv=None) -> int:
         for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
             run_dir[run].mkdir(parents=True, exist_ok=True)
             write_json(run_dir[run] / "inputs.json", inputs[run])
-        caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir))
+        caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir), stage_device)
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
-        execute(jobs, args, args.jobs or int(profile.get("jobs", 1)))
+        execute(jobs, args, args.jobs or int(profile.get("jobs", 1)), gpus)
     else:
         try:
             check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
@@ -264,7 +278,43 @@ def _check_inputs(profile, runs, exclude=()):
                         "\n".join(f"  - {line}" for line in missing))
 
 
-def build_caches(todo, cache_root: Path):
+def device_plan(device: str, args):
+    """(the GPU slots of the local executor, gpu_slots(); the device of the biLM stages and activation caches,
+    which run in this process; a line saying where everything computes). Refuses (SpecError, one line) a GPU that
+    torch cannot run kernels on (elmo_module/device.py)."""
+    import torch
+
+    from elmo_module.device import cuda_problem, describe
+    from runner.execute import gpu_slots
+
+    if device not in ("cpu", "cuda"):
+        raise SpecError(f"profile key 'device' must be \"cpu\" or \"cuda\", found {device!r}")
+    if device == "cpu":
+        if args.gpus_per_run:
+            raise SpecError("--gpus-per-run needs --device cuda (or a profile with \"device\": \"cuda\")")
+        return [], "cpu", describe("cpu")
+    if args.executor == "ray":
+        if args.gpus_per_run is None:
+            args.gpus_per_run = 1.0
+        if args.gpus_per_run <= 0:
+            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, found {args.gpus_per_run}")
+        local = "cuda" if torch.cuda.device_count() and cuda_problem(0) is None else "cpu"
+        return [], local, (f"device cuda on Ray: {args.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
+                           f"biLM stages and activation caches here on {describe(local)}")
+    if args.runs_per_gpu < 1:
+        raise SpecError(f"--runs-per-gpu must be at least 1, found {args.runs_per_gpu}")
+    count = torch.cuda.device_count()
+    for index in range(max(count, 1)):
+        problem = cuda_problem(index)
+        if problem:
+            raise SpecError(f"device cuda: {problem}")
+    slots = gpu_slots(count, args.runs_per_gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    names = "; ".join(describe(f"cuda:{i}").split(": ", 1)[1] for i in range(count))
+    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, {args.runs_per_gpu} per "
+                   f"GPU, each pinned to its GPU")
+
+
+def build_caches(todo, cache_root: Path, device: str = "cpu"):
     """One activation cache per (task, data, biLM) that the unfinished ELMo runs need."""
     from runner.cache import ensure_cache
 
@@ -274,7 +324,7 @@ def build_caches(todo, cache_root: Path):
             continue
         if run.cache_key not in caches:
             print(f"activation cache for {run.task} ...", flush=True)
-            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root))
+            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device))
     return caches
 
 
@@ -287,13 +337,13 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
              "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_PROJECT": args.wandb_project,
              "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
-    if args.executor == "ray" and args.gpus_per_run > 0:
+    if args.executor == "ray" and (args.gpus_per_run or 0) > 0:
         extra["CUDA_DEVICE"] = "0"  # Ray sets CUDA_VISIBLE_DEVICES to the run's GPU
     return {"task": run.task, "knobs": k, "run_dir": str(directory), "extra_env": extra,
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
-def execute(jobs, args, parallel: int) -> None:
+def execute(jobs, args, parallel: int, gpus=()) -> None:
     from runner.execute import run_local, run_ray
 
     state = {"done": 0, "started": time.time()}
@@ -309,9 +359,9 @@ def execute(jobs, args, parallel: int) -> None:
         print(f"[{state['done']:>3}/{len(jobs)}] {job['label']}: {what} | ETA {eta / 60:.1f} min", flush=True)
 
     if args.executor == "ray":
-        run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run)
+        run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run or 0)
     else:
-        run_local(jobs, report, args.keep_models, parallel, args.threads)
+        run_local(jobs, report, args.keep_models, parallel, args.threads, gpus)
 
 
 if __name__ == "__main__":

@@ -57,14 +57,14 @@ def _record(out: Path, command: List[str], seconds: float, returncode: int) -> N
     path.write_text(json.dumps(stages, indent=2))
 
 
-def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True) -> None:
+def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True, env: Dict[str, str] = None) -> None:
     """Run one stage; its output (progress bar included) goes to ``log`` and, if ``show``, to the terminal."""
     print(f"{what}: {' '.join(command)}\n  (log: {log})", flush=True)
     started = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+                                   env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
         try:
             for chunk in iter(lambda: process.stdout.read1(4096), b""):
                 f.write(chunk)
@@ -106,9 +106,11 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     return files
 
 
-def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1) -> None:
+def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1, device: str = "cpu",
+                 gpus: List[str] = ()) -> None:
     """Run the profile's pretraining and fine-tuning stages that are not done yet (``jobs`` fine-tunings at a
-    time). ``task_knobs``: the knobs of one run of each task (for its data files)."""
+    time, or one per GPU slot of ``gpus``). ``task_knobs``: the knobs of one run of each task (for its data files).
+    ``device``: the stages' --device unless the profile's args name one."""
     spec = profile.get("bilm")
     if not spec:
         return
@@ -121,7 +123,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
             print(f"biLM pretraining: done ({out})")
         else:
             resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
-            _call([*python, "pretrain", *pre["args"], *_device(profile, pre["args"]), "--out", str(out), *resume],
+            _call([*python, "pretrain", *pre["args"], *_device(device, pre["args"]), "--out", str(out), *resume],
                   out, out / "pretrain.log", "biLM pretraining")
             if not pretraining_done(out, pre["args"]):
                 raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
@@ -142,19 +144,21 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         text = task_text(task, task_knobs[task], target.parent / "text")
         args = fine.get("args", [])
         todo.append(([*python, "finetune", *source, "--train", str(text["train"]), "--dev", str(text["dev"]),
-                      "--tokenize", "whitespace", *args, *_device(profile, args), "--out", str(target)],
+                      "--tokenize", "whitespace", *args, *_device(device, args), "--out", str(target)],
                      target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
-    if profile.get("device") == "cuda":
-        jobs = 1  # one GPU: fine-tunings of the released biLM one after another, each with the whole device
+    # one fine-tuning per GPU slot; on one unnamed GPU, one after another, each with the whole device
+    jobs = len(gpus) or (1 if device == "cuda" else jobs)
     show = jobs <= 1 or len(todo) <= 1  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
-        for future in [pool.submit(_call, *job, show) for job in todo]:
+        pinned = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(len(todo))]
+        for future in [pool.submit(_call, *job, show, env) for job, env in zip(todo, pinned)]:
             future.result()
 
 
-def _device(profile: dict, args: List[str]) -> List[str]:
-    """``--device`` from the profile's ``device`` (cuda | cpu, default cpu) unless the stage's args name one."""
-    return [] if "--device" in args else ["--device", profile.get("device", "cpu")]
+def _device(device: str, args: List[str]) -> List[str]:
+    """``--device`` of the runner (the profile's ``device`` unless --device says otherwise), unless the stage's args
+    name one."""
+    return [] if "--device" in args else ["--device", "cuda" if device == "cuda" else "cpu"]
 
 
 def _finetune_source(profile: dict, fine: dict) -> List[str]:

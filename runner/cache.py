@@ -59,7 +59,8 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
     return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
 
 
-def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16") -> Path:
+def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16",
+                 device: str = "cpu") -> Path:
     from elmo_module.activation_cache import build_cache, cache_problem, file_checksum
     from elmo_module.weights import load_bilm
 
@@ -80,7 +81,7 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
     if (directory / "meta.json").is_file():  # an older format: rebuilt, never read
         print(f"{problem}\n  -> rebuilding it", flush=True)
     sentences = _read_sentences(params, keys)
-    bilm = load_bilm(*options, stateful=False)
+    bilm = load_bilm(*options, stateful=False).to(device)
     # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
     # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from runner.spec import REPO
 
@@ -165,18 +165,44 @@ def _last_error_line(log: Path) -> str:
 Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}
 
 
+def gpu_slots(count: int, runs_per_gpu: int = 1, visible: Optional[str] = None) -> List[str]:
+    """The CUDA_VISIBLE_DEVICES value of each parallel slot of the local executor: each of the ``count`` GPUs this
+    process sees (named as its own CUDA_VISIBLE_DEVICES, ``visible``, names them), ``runs_per_gpu`` times, GPUs
+    interleaved so that the first runs spread over all GPUs."""
+    names = [v.strip() for v in visible.split(",") if v.strip()][:count] if visible else []
+    names = names or [str(i) for i in range(count)]
+    return [name for _ in range(max(1, runs_per_gpu)) for name in names]
+
+
 def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
-              parallel: int = 1, threads: Optional[int] = None) -> None:
+              parallel: int = 1, threads: Optional[int] = None, gpus: Sequence[str] = (),
+              execute: Callable[..., dict] = execute_run) -> None:
     """Runs on this machine, ``parallel`` at a time, the CPU threads shared out between them (or ``threads``
-    each)."""
+    each). With ``gpus`` (gpu_slots()), one run per slot at a time instead, each pinned to its slot's GPU
+    (CUDA_VISIBLE_DEVICES), which it sees as its only one (CUDA_DEVICE=0)."""
+    import queue
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
+    free = queue.Queue()
+    for gpu in gpus:
+        free.put(gpu)
+    parallel = len(gpus) or parallel
     threads = str(threads or max(1, (os.cpu_count() or 1) // parallel))
+
+    def one(job: Job) -> dict:
+        gpu = free.get() if gpus else None
+        try:
+            pinned = {"CUDA_VISIBLE_DEVICES": gpu, "CUDA_DEVICE": "0"} if gpu is not None else {}
+            return execute(job["task"], job["knobs"], job["run_dir"],
+                           {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **job["extra_env"], **pinned},
+                           keep_models)
+        finally:
+            if gpu is not None:
+                free.put(gpu)
+
     _stopping.clear()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {pool.submit(execute_run, j["task"], j["knobs"], j["run_dir"],
-                               {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **j["extra_env"]},
-                               keep_models): j for j in jobs}
+        futures = {pool.submit(one, j): j for j in jobs}
         try:
             for future in as_completed(futures):
                 status = future.result()
