@@ -1,4 +1,4 @@
-"""``python -m runner``: run a profile's sweeps (Tables 1-3, Figures 1-2) and build its results. See README.md.
+"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See README.md.
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist.
@@ -13,7 +13,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.spec import (REPO, SpecError, bilm_outputs, expand_cells, load_profile, load_sweeps, missing_inputs,
+from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
+from runner.spec import (REPO, Cell, SpecError, bilm_outputs, expand_cells, load_profile, load_sweeps, missing_inputs,
                          unique_runs)
 
 
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
         profile, profile_path = load_profile(args.profile)
         sweeps = load_sweeps(profile, profile_path, args.only.split(",") if args.only else None)
         cells = expand_cells(profile, sweeps)
+        probes = plan_probes(profile, sweeps)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -74,11 +76,12 @@ def main(argv=None) -> int:
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
     results_dir = Path(args.results_dir or REPO / "results" / name).resolve()
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
+    probe_dir = {probe: runs_dir / "probes" / probe.run_id for probe in probes}
 
     if not args.build_only:
         wanted = [r for r in runs if not (args.baselines_only and r.uses_elmo)]
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
-            _check_inputs(profile, wanted, bilm_outputs(profile))
+            _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
                 from runner.bilm import prepare_bilm
 
@@ -94,6 +97,8 @@ def main(argv=None) -> int:
         caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
         execute(jobs, args, args.jobs or int(profile.get("jobs", 1)))
+        if not args.baselines_only:
+            run_probes(probes, probe_dir, args)
 
     from runner.results import build_results
 
@@ -102,17 +107,23 @@ def main(argv=None) -> int:
         "profile": str(profile_path.relative_to(REPO) if profile_path.is_relative_to(REPO) else profile_path),
         "description": profile.get("description", ""),
         "data": {r.task: {k: r.knob_dict[k] or f"bundled sample (tasks/{r.task}/sample_data)"
-                          for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs},
+                          for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs} |
+                {p.sweep: {flag: " ".join(v) for flag, v in p.args if flag not in ("options", "weights")}
+                 for p in probes},
         "weights": sorted({f"{r.knob_dict['ELMO_OPTIONS'] or 'bundled tiny'} + {r.knob_dict['ELMO_WEIGHTS'] or 'bundled tiny'}"
-                           for r in runs if r.uses_elmo}),
+                           for r in runs if r.uses_elmo} |
+                          {f"{p.arg_dict['options'][0] or 'bundled tiny'} + {p.arg_dict['weights'][0] or 'bundled tiny'}"
+                           for p in probes}),
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall_time_s": round(time.time() - started, 1),
-        "run_wall_time_s": round(sum(json.loads((run_dir[r] / "result.json").read_text())["wall_time_s"]
-                                     for r in runs if (run_dir[r] / "result.json").is_file()), 1),
+        "run_wall_time_s": round(sum(json.loads((d / "result.json").read_text())["wall_time_s"]
+                                     for d in [*run_dir.values(), *probe_dir.values()]
+                                     if (d / "result.json").is_file()), 1),
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
     result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
+    result_cells += [Cell(p.sweep, p.kind, "probe", None, 0, run_dir=probe_dir[p]) for p in probes]
     report = None
     if profile.get("bilm"):
         from runner.bilm import bilm_markdown, bilm_report
@@ -127,11 +138,23 @@ def main(argv=None) -> int:
     return 1 if crashed else 0
 
 
-def _check_inputs(profile, runs, exclude=()):
-    missing = missing_inputs(profile, runs, exclude)
+def _check_inputs(profile, runs, exclude=(), probes=()):
+    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes)
     if missing:
         raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
                         "\n".join(f"  - {line}" for line in missing))
+
+
+def run_probes(probes, probe_dir, args) -> None:
+    """The probe sweeps (Tables 4-6), one after the other, 1 CPU thread unless --threads; each is skipped once
+    finished."""
+    threads = args.threads or 1
+    cache = None if args.no_cache else args.cache_dir
+    for i, probe in enumerate(probes, 1):
+        status = execute_probe(probe, probe_dir[probe], threads, cache)
+        what = (f"done ({status['wall_time_s']}s{', already finished' if status.get('skipped') else ''})"
+                if status["status"] == "done" else f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}")
+        print(f"[probe {i}/{len(probes)}] {probe.sweep} ({probe.kind}): {what}", flush=True)
 
 
 def build_caches(todo, cache_root: Path):

@@ -19,6 +19,19 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 
 
+# Every sweep kind with the keys its sweep file must have: a new kind is one line here, its builder in
+# runner/results.py and, if it runs something other than task trainings, its runs' planning (as runner/probe_runs.py).
+SWEEP_KINDS = {
+    "table": ("columns",),        # Tables 1-3: task runs, one column per knob setting
+    "curve": ("columns", "x"),    # Figure 1: task runs along a knob
+    "mix_weights": ("from",),     # Figure 2: read from other sweeps' runs
+    "neighbours": ("args",),      # Table 4: probes/ on the frozen biLM, no task training (Sec. 5.3)
+    "wsd": ("args",),             # Table 5
+    "pos": ("args",),             # Table 6
+}
+PROBE_KINDS = ("neighbours", "wsd", "pos")
+
+
 class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
@@ -92,11 +105,15 @@ def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = N
             continue
         sweep = _load_json(HERE / "sweeps" / f"{name}.json", "sweep")
         sweep = {**sweep, **profile.get("sweep_overrides", {}).get(name, {})}
-        for key in ("name", "kind", "tasks"):
+        for key in ("name", "kind"):
             if key not in sweep:
                 raise SpecError(f"sweep '{name}' (with overrides from '{profile_path}'): missing key '{key}'")
-        if sweep["kind"] != "mix_weights" and "columns" not in sweep:
-            raise SpecError(f"sweep '{name}': missing key 'columns'")
+        if sweep["kind"] not in SWEEP_KINDS:
+            raise SpecError(f"sweep '{name}': key 'kind': expected one of {', '.join(SWEEP_KINDS)}, "
+                            f"found {sweep['kind']!r}")
+        for key in SWEEP_KINDS[sweep["kind"]] + (() if sweep["kind"] in PROBE_KINDS else ("tasks",)):
+            if key not in sweep:
+                raise SpecError(f"sweep '{name}' (with overrides from '{profile_path}'): missing key '{key}'")
         sweeps.append(sweep)
     return sweeps
 
@@ -131,7 +148,7 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
     cells = []
     tasks_allowed = profile.get("tasks")
     for sweep in sweeps:
-        if sweep["kind"] == "mix_weights":
+        if "columns" not in SWEEP_KINDS[sweep["kind"]]:  # no task runs of its own
             continue
         xs = sweep.get("x", {}).get("values", [None])
         x_knob = sweep.get("x", {}).get("knob")
