@@ -139,7 +139,7 @@ def main(argv=None) -> int:
 
 
 def _check_inputs(profile, runs, exclude=(), probes=()):
-    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes)
+    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes, profile.get("requires"))
     if missing:
         raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
                         "\n".join(f"  - {line}" for line in missing))

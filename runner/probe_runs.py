@@ -57,7 +57,9 @@ def plan_probes(profile: dict, sweeps: List[dict]) -> List[ProbeRun]:
     return runs
 
 
-def missing_probe_inputs(runs: List[ProbeRun]) -> List[str]:
+def missing_probe_inputs(runs: List[ProbeRun], hints: Dict[str, str] = None) -> List[str]:
+    """Files the probe runs name that do not exist, with the profile's hint (its 'requires', keyed by knob)."""
+    hints, knob = hints or {}, {"options": "ELMO_OPTIONS", "weights": "ELMO_WEIGHTS"}
     missing = []
     for run in runs:
         for flag, values in run.args:
@@ -65,7 +67,8 @@ def missing_probe_inputs(runs: List[ProbeRun]) -> List[str]:
                 continue
             for value in values:
                 if value and ("${" in value or not repo_path(value).exists()):
-                    missing.append(f"{run.sweep} --{flag} {value}: does not exist")
+                    hint = hints.get(knob.get(flag, flag), "")
+                    missing.append(f"{run.sweep} --{flag} {value}: does not exist{'; ' + hint if hint else ''}")
     return missing
 
 
