@@ -55,11 +55,12 @@ class FrozenBiLm:
         return {"options": str(self.options), "weights": str(self.weights), "sha256": self.checksum[:16],
                 "layers": self.n_layers, "dim": self.dim}
 
-    def layers(self, sentences: Sequence[Sequence[str]], name: str = "probe",
-               progress: bool = False) -> Iterator[Tuple[int, np.ndarray]]:
-        """(index into ``sentences``, its layers) for every sentence, in an order that batches similar lengths."""
+    def layers(self, sentences: Sequence[Sequence[str]], name: str = "probe", progress: bool = False,
+               cached: bool = False) -> Iterator[Tuple[int, np.ndarray]]:
+        """(index into ``sentences``, its layers) for every sentence, in an order that batches similar lengths;
+        ``cached``: through the activation cache (when the probe has a cache directory) for data read again."""
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        cache = self._cache(sentences, name) if self.cache_dir else None
+        cache = self._cache(sentences, name) if cached and self.cache_dir else None
         done = 0
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]

@@ -63,7 +63,7 @@ def features(bilm, sentences: Sequence[Sequence[str]], name: str) -> np.ndarray:
     total = sum(len(s) for s in sentences)
     starts = np.cumsum([0] + [len(s) for s in sentences])
     out = np.zeros((bilm.n_layers, total, bilm.dim), dtype=np.float32)
-    for i, layers in bilm.layers(sentences, name=name):
+    for i, layers in bilm.layers(sentences, name=name, cached=True):
         out[:, starts[i]:starts[i + 1]] = layers
     return out
 
