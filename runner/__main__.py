@@ -1,4 +1,4 @@
-"""``python -m runner``: run a profile's sweeps (Tables 1-3, Figures 1-2) and build its results. See README.md.
+"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See README.md.
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
@@ -19,6 +19,7 @@ from pathlib import Path
 from runner.execute import load_result, write_json
 from runner.spec import (REPO, SWEEP_KINDS, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
+from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 
 
 def parse_args(argv=None):
@@ -107,6 +108,7 @@ def _main(argv=None) -> int:
         sweeps = load_sweeps(profile, profile_path)
         cells = expand_cells(profile, sweeps)
         _check_selects_runs(profile, sweeps, cells, only)
+        probes = plan_probes(profile, sweeps)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -122,6 +124,7 @@ def _main(argv=None) -> int:
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
     results_dir = Path(args.results_dir or REPO / "results" / name).resolve()
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
+    probe_dir = {probe: runs_dir / "probes" / probe.run_id for probe in probes}
 
     if not args.build_only:
         selected = unique_runs([c for c in cells if not only or c.sweep in only])
@@ -136,7 +139,7 @@ def _main(argv=None) -> int:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
-            _check_inputs(profile, wanted, bilm_outputs(profile))
+            _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
                 from runner.bilm import prepare_bilm
 
@@ -153,9 +156,12 @@ def _main(argv=None) -> int:
         for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
             run_dir[run].mkdir(parents=True, exist_ok=True)
             write_json(run_dir[run] / "inputs.json", inputs[run])
-        caches = {} if args.no_cache or not profile.get("cache", True) else build_caches(todo, Path(args.cache_dir), stage_device)
+        caches = ({} if args.no_cache or not profile.get("cache", True)
+                  else build_caches(todo, Path(args.cache_dir), stage_device))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
         execute(jobs, args, args.jobs or int(profile.get("jobs", 1)), gpus)
+        if not args.baselines_only:
+            run_probes(probes, probe_dir, args)
     else:
         try:
             check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
@@ -171,17 +177,23 @@ def _main(argv=None) -> int:
         "profile": str(profile_path.relative_to(REPO) if profile_path.is_relative_to(REPO) else profile_path),
         "description": profile.get("description", ""),
         "data": {r.task: {k: r.knob_dict[k] or f"bundled sample (tasks/{r.task}/sample_data)"
-                          for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs},
+                          for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs} |
+                {p.sweep: {flag: " ".join(v) for flag, v in p.args if flag not in ("options", "weights")}
+                 for p in probes},
         "weights": sorted({f"{r.knob_dict['ELMO_OPTIONS'] or 'bundled tiny'} + {r.knob_dict['ELMO_WEIGHTS'] or 'bundled tiny'}"
-                           for r in runs if r.uses_elmo}),
+                           for r in runs if r.uses_elmo} |
+                          {f"{p.arg_dict['options'][0] or 'bundled tiny'} + {p.arg_dict['weights'][0] or 'bundled tiny'}"
+                           for p in probes}),
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall_time_s": round(time.time() - started, 1),
-        "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values()
-                                     if result), 1),
+        "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values() if result)
+                                 + sum(float((load_result(d / "result.json")[0] or {}).get("wall_time_s") or 0)
+                                       for d in probe_dir.values()), 1),
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
     result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
+    result_cells += [Cell(p.sweep, p.kind, "probe", None, 0, run_dir=probe_dir[p]) for p in probes]
     report = None
     if profile.get("bilm"):
         from runner.bilm import bilm_markdown, bilm_report
@@ -271,8 +283,8 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     return inputs, finished
 
 
-def _check_inputs(profile, runs, exclude=()):
-    missing = missing_inputs(profile, runs, exclude)
+def _check_inputs(profile, runs, exclude=(), probes=()):
+    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes, profile.get("requires"))
     if missing:
         raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
                         "\n".join(f"  - {line}" for line in missing))
@@ -314,6 +326,18 @@ def device_plan(device: str, args):
                    f"GPU, each pinned to its GPU")
 
 
+def run_probes(probes, probe_dir, args) -> None:
+    """The probe sweeps (Tables 4-6), one after the other, 1 CPU thread unless --threads; each is skipped once
+    finished."""
+    threads = args.threads or 1
+    cache = None if args.no_cache else args.cache_dir
+    for i, probe in enumerate(probes, 1):
+        status = execute_probe(probe, probe_dir[probe], threads, cache)
+        what = (f"done ({status['wall_time_s']}s{', already finished' if status.get('skipped') else ''})"
+                if status["status"] == "done" else f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}")
+        print(f"[probe {i}/{len(probes)}] {probe.sweep} ({probe.kind}): {what}", flush=True)
+
+
 def build_caches(todo, cache_root: Path, device: str = "cpu"):
     """One activation cache per (task, data, biLM) that the unfinished ELMo runs need."""
     from runner.cache import ensure_cache
@@ -324,7 +348,7 @@ def build_caches(todo, cache_root: Path, device: str = "cpu"):
             continue
         if run.cache_key not in caches:
             print(f"activation cache for {run.task} ...", flush=True)
-            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device))
+            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device=device))
     return caches
 
 

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.execute import load_result  # noqa: E402
-from runner.spec import Cell  # noqa: E402,F401  (the cells the runner hands over; re-exported for callers)
+from runner.spec import PROBE_KINDS, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 
@@ -312,6 +312,24 @@ def build_mix_weights(sweep: dict, cells: list, out_dir: Path, provenance: dict)
     return summary, drawn
 
 
+def build_probe(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance: dict) -> dict:
+    """Tables 4-6: the probe's table (probes/report.py) beside the paper's values, under the provenance block."""
+    from probes.report import markdown_body
+
+    run_dir = Path(cells[0].run_dir) if cells else None
+    if run_dir is not None and (run_dir / "result.json").exists():
+        result = _load_json(run_dir / "result.json")
+        body, status = markdown_body(result, paper.get(sweep["name"], {})), {"status": "ok", "result": result}
+    elif run_dir is not None and (run_dir / "failed.json").exists():
+        log = _load_json(run_dir / "failed.json").get("log")
+        body, status = [f"crashed (see {log})"], {"status": "crashed", "log": log}
+    else:
+        body, status = ["missing: the probe has not run yet"], {"status": "missing"}
+    lines = [f"# {sweep.get('title', sweep['name'])}", ""] + provenance_lines(provenance) + [""] + body
+    write_atomic(out_dir / f"{sweep['name']}.md", "\n".join(lines).rstrip() + "\n")
+    return status
+
+
 def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict,
                   extra: Optional[dict] = None) -> dict:
     """Builds every sweep's outputs under out_dir and writes summary.json (with ``extra``'s keys added); returns
@@ -321,7 +339,7 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
     summary = {"provenance": provenance, "sweeps": {}}
     for sweep in sweeps:
         name, kind = sweep.get("name"), sweep.get("kind")
-        if sweep.get("split") not in ("dev", "test") and kind != "mix_weights":
+        if sweep.get("split") not in ("dev", "test") and kind not in ("mix_weights", *PROBE_KINDS):
             raise ValueError(f"sweep {name}: key 'split': expected 'dev' or 'test', found {sweep.get('split')!r}")
         own = [c for c in cells if c.sweep == name]
         entry = {"kind": kind, "title": sweep.get("title", name), "split": sweep.get("split"),
@@ -332,8 +350,12 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
             entry["cells"], entry["figure"] = build_curve(sweep, own, paper, out_dir, provenance)
         elif kind == "mix_weights":
             entry["groups"], entry["figure"] = build_mix_weights(sweep, cells, out_dir, provenance)
+        elif kind in PROBE_KINDS:
+            entry["files"] = [f"{name}.md"]
+            entry["probe"] = build_probe(sweep, own, paper, out_dir, provenance)
         else:
-            raise ValueError(f"sweep {name}: key 'kind': expected table, curve or mix_weights, found {kind!r}")
+            raise ValueError(f"sweep {name}: key 'kind': expected table, curve, mix_weights or one of "
+                             f"{', '.join(PROBE_KINDS)}, found {kind!r}")
         summary["sweeps"][name] = entry
     summary.update(extra or {})
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")

@@ -20,6 +20,11 @@ HERE = Path(__file__).parent
 REPO = HERE.parent
 
 
+# Every sweep kind with the keys its sweep file must have: a new kind is one line here, its builder in
+# runner/results.py and, if it runs something other than task trainings, its runs' planning (as runner/probe_runs.py).
+PROBE_KINDS = ("neighbours", "wsd", "pos")  # Tables 4-6: probes/ on the frozen biLM, no task training (Sec. 5.3)
+
+
 class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
@@ -116,6 +121,7 @@ SWEEP_KINDS = {
     "table": {"split", "columns", "seeds"},
     "curve": {"split", "columns", "seeds", "x"},
     "mix_weights": {"from"},
+    **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/probe_runs.py
 }
 SPLITS = ("dev", "test")
 
@@ -226,14 +232,15 @@ def check_only(profile: dict, only: Optional[List[str]]) -> None:
 
 
 def check_sweep(sweep: dict, where: str) -> None:
-    for key in ("name", "kind", "tasks"):
+    kind = sweep.get("kind")
+    for key in ("name", "kind") + (("args",) if kind in PROBE_KINDS else ("tasks",)):
         if key not in sweep:
             raise SpecError(f"{where}: missing key '{key}'")
-    kind = sweep["kind"]
     if kind not in SWEEP_KINDS:
         raise _key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
     _check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
-    _check_tasks(where, "tasks", sweep["tasks"])
+    if "tasks" in sweep:
+        _check_tasks(where, "tasks", sweep["tasks"])
     if "split" in SWEEP_KINDS[kind] and sweep.get("split") not in SPLITS:
         raise _key_error(where, "split", " or ".join(SPLITS), sweep.get("split"))
     if "columns" in SWEEP_KINDS[kind]:

@@ -1,0 +1,101 @@
+"""The probe sweeps' runs (Tables 4-6, kinds in runner.spec.PROBE_KINDS): one ``python -m probes <kind>`` per sweep.
+
+A probe sweep names the probe command's arguments under ``args`` (flag names without ``--``; paths relative to the
+repository) and may set ``knobs`` ELMO_OPTIONS / ELMO_WEIGHTS (default: the profile's knobs, else the bundled tiny
+biLM). Like a task run, a probe run has its directory ``runs/<profile>/probes/<run_id>/`` with ``log.txt``, the probe's
+``probe.json`` and, once finished, ``result.json`` (written last, atomically); a crash leaves ``failed.json``.
+"""
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from runner.execute import _last_error_line, write_json
+from runner.spec import PROBE_KINDS, REPO, expand, repo_path
+
+PATH_ARGS = ("train", "dev", "test", "eval", "wordnet", "semcor", "glove")
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    sweep: str
+    kind: str
+    args: Tuple[Tuple[str, Tuple[str, ...]], ...]  # (flag, values), sorted; biLM files included
+
+    @property
+    def arg_dict(self) -> Dict[str, Tuple[str, ...]]:
+        return dict(self.args)
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.sweep}-{hashlib.sha1(json.dumps([self.kind, self.args]).encode()).hexdigest()[:10]}"
+
+    def command(self, out: Path, threads: int, cache_dir: Optional[str]) -> List[str]:
+        command = [sys.executable, "-m", "probes", self.kind, "--out", str(out), "--threads", str(threads)]
+        for flag, values in self.args:
+            if values:
+                command += [f"--{flag}", *values] if flag != "source" else \
+                    [item for v in values for item in ("--source", v)]
+        return command + (["--cache-dir", cache_dir] if cache_dir else [])
+
+
+def plan_probes(profile: dict, sweeps: List[dict]) -> List[ProbeRun]:
+    runs = []
+    for sweep in sweeps:
+        if sweep["kind"] not in PROBE_KINDS:
+            continue
+        knobs = {**profile.get("knobs", {}), **sweep.get("knobs", {})}
+        args = {"options": knobs.get("ELMO_OPTIONS", ""), "weights": knobs.get("ELMO_WEIGHTS", ""),
+                **sweep["args"]}
+        values = {flag: tuple(expand(str(v)) for v in (value if isinstance(value, list) else [value]))
+                  for flag, value in args.items()}
+        runs.append(ProbeRun(sweep["name"], sweep["kind"], tuple(sorted(values.items()))))
+    return runs
+
+
+def missing_probe_inputs(runs: List[ProbeRun], hints: Dict[str, str] = None) -> List[str]:
+    """Files the probe runs name that do not exist, with the profile's hint (its 'requires', keyed by knob)."""
+    hints, knob = hints or {}, {"options": "ELMO_OPTIONS", "weights": "ELMO_WEIGHTS"}
+    missing = []
+    for run in runs:
+        for flag, values in run.args:
+            if flag not in PATH_ARGS + ("options", "weights"):
+                continue
+            for value in values:
+                if value and ("${" in value or not repo_path(value).exists()):
+                    hint = hints.get(knob.get(flag, flag), "")
+                    missing.append(f"{run.sweep} --{flag} {value}: does not exist{'; ' + hint if hint else ''}")
+    return missing
+
+
+def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optional[str]) -> dict:
+    """Runs one probe (skips it if finished); returns its status like ``execute_run``."""
+    result_path = run_dir / "result.json"
+    if result_path.is_file():
+        return {"status": "done", "skipped": True, **json.loads(result_path.read_text())}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "failed.json").unlink(missing_ok=True)
+    probe_out = run_dir / "probe.json"  # the probe's own output; result.json (with the run's facts) is written last
+    probe_out.unlink(missing_ok=True)
+    command = run.command(probe_out, threads, cache_dir)
+    log = run_dir / "log.txt"
+    start = time.time()
+    with open(log, "w") as out:
+        out.write(f"# {' '.join(command)}\n")
+        out.flush()
+        returncode = subprocess.call(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    wall = round(time.time() - start, 1)
+    if returncode != 0 or not probe_out.is_file():
+        failure = {"sweep": run.sweep, "kind": run.kind, "returncode": returncode, "log": str(log),
+                   "error": _last_error_line(log), "wall_time_s": wall}
+        write_json(run_dir / "failed.json", failure)
+        return {"status": "crashed", **failure}
+    result = json.loads(probe_out.read_text())
+    result.update({"run_id": run_dir.name, "sweep": run.sweep, "wall_time_s": wall, "log": str(log),
+                   "command": command})
+    write_json(result_path, result)
+    return {"status": "done", "skipped": False, **result}
