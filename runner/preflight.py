@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from elmo_module.activation_cache import bytes_per_token
 from runner.spec import REPO, _VAR, bilm_outputs, repo_path
 
 DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
@@ -333,12 +334,6 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
 
 # ---------------------------------------------------------------- activation caches and disk
 
-def bytes_per_token(n_layers: int, dim: int) -> int:
-    # TODO: use elmo_module.activation_cache.bytes_per_token(n_layers, dim) (the cache helper's, for the stored
-    # format: half precision) once it is merged; this is the float32 layout of layers.npy on this branch.
-    return n_layers * dim * 4
-
-
 def _directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
@@ -355,9 +350,9 @@ def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], c
         if options is None or not samples.get(task):
             continue
         tokens = sum(s.tokens for s in samples[task].values())
-        per_token = bytes_per_token(options.n_layers + 1, options.output_dim)
-        sizes[task] = (tokens * per_token, f"{tokens:,} tokens x {per_token:,} B: {options.n_layers + 1} layers x "
-                                           f"{options.output_dim}")
+        per_token = bytes_per_token(options.n_layers + 1, options.output_dim)  # the stored format (float16)
+        sizes[task] = (tokens * per_token, f"{tokens:,} distinct-text tokens x {per_token:,} B "
+                                           f"({options.n_layers + 1} layers x {options.output_dim}, float16)")
     existing = _directory_bytes(cache_dir)
     anchor = cache_dir
     while not anchor.exists():
