@@ -17,9 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.execute import load_result, write_json
-from runner.spec import (REPO, SWEEP_KINDS, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
-                         load_sweeps, missing_inputs, repo_path, unique_runs)
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
+from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
+                         load_sweeps, missing_inputs, repo_path, unique_runs)
 
 
 def parse_args(argv=None):
@@ -112,13 +112,6 @@ def _main(argv=None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not args.build_only:
-        try:
-            gpus, stage_device, device_line = device_plan(args.device or profile.get("device", "cpu"), args)
-        except SpecError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"runner: {device_line}", flush=True)
     runs = unique_runs(cells)
     name = profile["name"]
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
@@ -134,6 +127,12 @@ def _main(argv=None) -> int:
         status = run_preflight(profile, wanted, cells, args)
         if status is not None:
             return status
+        try:  # after the preflight, which lists an unusable GPU among every other problem
+            gpus, stage_device, device_line = device_plan(args.device or profile.get("device", "cpu"), args)
+        except SpecError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"runner: {device_line}", flush=True)
         lock_problem = lock_runs_dir(runs_dir)
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)

@@ -209,10 +209,15 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
                 if status["status"] != "interrupted":
                     report(futures[future], status)
         except BaseException:  # Ctrl-C, a full disk: stop the trainings now rather than wait for them to end
+            previous = None
             if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-            stop_runs()
-            pool.shutdown(wait=True, cancel_futures=True)
+                previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut it short
+            try:
+                stop_runs()
+                pool.shutdown(wait=True, cancel_futures=True)
+            finally:  # an ignored SIGINT would be inherited by every process started later (and never stop them)
+                if previous is not None:
+                    signal.signal(signal.SIGINT, previous)
             raise
 
 

@@ -317,11 +317,11 @@ def build_probe(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     from probes.report import markdown_body
 
     run_dir = Path(cells[0].run_dir) if cells else None
-    if run_dir is not None and (run_dir / "result.json").exists():
-        result = _load_json(run_dir / "result.json")
+    result = load_result(run_dir / "result.json")[0] if run_dir is not None else None  # None: missing or cut short
+    if result is not None:
         body, status = markdown_body(result, paper.get(sweep["name"], {})), {"status": "ok", "result": result}
     elif run_dir is not None and (run_dir / "failed.json").exists():
-        log = _load_json(run_dir / "failed.json").get("log")
+        log = (load_result(run_dir / "failed.json")[0] or {}).get("log")
         body, status = [f"crashed (see {log})"], {"status": "crashed", "log": log}
     else:
         body, status = ["missing: the probe has not run yet"], {"status": "missing"}

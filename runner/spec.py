@@ -232,12 +232,15 @@ def check_only(profile: dict, only: Optional[List[str]]) -> None:
 
 
 def check_sweep(sweep: dict, where: str) -> None:
-    kind = sweep.get("kind")
-    for key in ("name", "kind") + (("args",) if kind in PROBE_KINDS else ("tasks",)):
+    for key in ("name", "kind"):
         if key not in sweep:
             raise SpecError(f"{where}: missing key '{key}'")
+    kind = sweep["kind"]
     if kind not in SWEEP_KINDS:
         raise _key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
+    required = "args" if kind in PROBE_KINDS else "tasks"  # probes read no task data (runner/probe_runs.py)
+    if required not in sweep:
+        raise SpecError(f"{where}: missing key '{required}'")
     _check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
     if "tasks" in sweep:
         _check_tasks(where, "tasks", sweep["tasks"])

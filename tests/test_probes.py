@@ -198,5 +198,5 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     assert "| second LSTM layer |" in table and "| 69.0 |" in table  # ours beside the paper's
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert summary["sweeps"]["table5"]["probe"]["status"] == "ok"
-    with pytest.raises(SpecError, match="sweep 'table5': key 'kind': expected one of .*found 'wsdx'"):
+    with pytest.raises(SpecError, match="sweep 'table5' .*: key 'kind': expected one of .*found 'wsdx'"):
         load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
