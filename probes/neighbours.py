@@ -97,7 +97,9 @@ def run_neighbours(bilm, semcor_xml: str, word: str = "play", sources: Optional[
             raise ElmoInputError(f"source sentence {text!r}: expected the word {word!r} in it, found none")
         _, layers = next(bilm.layers([tokens]))
         similarity = candidates @ _unit(layers[-1][tokens.index(word)])
-        order = np.argsort(-similarity, kind="stable")[:nearest]
+        # the paper's source sentences are themselves SemCor sentences: the source is not its own neighbour
+        similarity[[words[i] == tokens for i, _, _ in occurrences]] = -np.inf
+        order = [j for j in np.argsort(-similarity, kind="stable")[:nearest] if np.isfinite(similarity[j])]
         contextual.append({"source": text, "nearest": [
             {"sentence": " ".join(words[occurrences[j][0]]), "sentence_id": sentences[occurrences[j][0]].sentence_id,
              "cosine": round(float(similarity[j]), 4), "sense_keys": occurrences[j][2]} for j in order]})

@@ -5,6 +5,7 @@ import math
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,19 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     assert summary["sweeps"]["table5"]["probe"]["status"] == "ok"
     with pytest.raises(SpecError, match="sweep 'table5' .*: key 'kind': expected one of .*found 'wsdx'"):
         load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
+
+
+def test_neighbour_sentence_is_never_the_source_itself():
+    """Table 4's source sentences are SemCor sentences: the nearest SemCor use of the word must come from another
+    sentence (before the fix each source found itself, at cosine 1)."""
+    from probes.layers import FrozenBiLm
+    from probes.neighbours import run_neighbours
+    from probes.readers import read_wsd_set
+
+    semcor = Path(__file__).resolve().parent.parent / "probes" / "sample_data" / "wsd" / "semcor" / "semcor.data.xml"
+    sentences, _ = read_wsd_set(str(semcor))
+    with_play = [" ".join(s.words()) for s in sentences if "play" in s.words()]
+    assert len(with_play) >= 2
+    result = run_neighbours(FrozenBiLm(batch_size=4), str(semcor), sources=with_play[:2], nearest=1, min_count=1)
+    for entry in result["contextual"]:
+        assert entry["nearest"] and all(n["sentence"] != entry["source"] for n in entry["nearest"])
