@@ -25,6 +25,11 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
+def _contains(sentence: List[str], part: List[str]) -> bool:
+    """True if ``part`` occurs in ``sentence`` as a contiguous run of tokens."""
+    return any(sentence[i:i + len(part)] == part for i in range(len(sentence) - len(part) + 1))
+
+
 def nearest_words(word: str, vocabulary: List[str], vectors: np.ndarray, top: int) -> List[list]:
     """The ``top`` words by cosine with ``word`` (which must be in ``vocabulary``), the word itself left out."""
     unit = _unit(vectors)
@@ -97,8 +102,9 @@ def run_neighbours(bilm, semcor_xml: str, word: str = "play", sources: Optional[
             raise ElmoInputError(f"source sentence {text!r}: expected the word {word!r} in it, found none")
         _, layers = next(bilm.layers([tokens]))
         similarity = candidates @ _unit(layers[-1][tokens.index(word)])
-        # the paper's source sentences are themselves SemCor sentences: the source is not its own neighbour
-        similarity[[words[i] == tokens for i, _, _ in occurrences]] = -np.inf
+        # the paper's source sentences are (cut-down) SemCor sentences: a SemCor sentence that contains the source
+        # is the source itself, not a neighbour of it
+        similarity[[_contains(words[i], tokens) for i, _, _ in occurrences]] = -np.inf
         order = [j for j in np.argsort(-similarity, kind="stable")[:nearest] if np.isfinite(similarity[j])]
         contextual.append({"source": text, "nearest": [
             {"sentence": " ".join(words[occurrences[j][0]]), "sentence_id": sentences[occurrences[j][0]].sentence_id,
