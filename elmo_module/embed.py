@@ -89,6 +89,7 @@ def check_space(output: Path, needed: int, written: int = 0) -> None:
 def run_embed(args) -> int:
     if args.batch_size < 1:
         raise ElmoInputError(f"--batch-size must be at least 1, found {args.batch_size}")
+    args.device, line = resolve(args.device)  # an unusable GPU is refused at once
     output = Path(args.output)
     partial = output.with_name(output.name + ".partial")
     check_writable(output, partial)
@@ -96,8 +97,7 @@ def run_embed(args) -> int:
     options = BiLmOptions.load(args.options)
     needed = output_bytes(sentences, options.n_layers + 1 if args.layers == "all" else 1, options.output_dim)
     check_space(output, needed)
-    args.device, line = resolve(args.device)  # after the checks that need no device: a bad path fails at once
-    print(f"embed: {line}", flush=True)
+    print(f"embed: {line}", flush=True)  # once the input and output are checked: a bad path is the only line
     bilm = load_bilm(args.options, args.weights, stateful=not args.stateless).to(args.device).eval()
     import h5py
 
