@@ -56,7 +56,7 @@ elmo.experiment(reader(true),
     max_span_length: 17,
   } + elmo.model_common,
   data_loader: {
-    batch_sampler: { type: 'bucket', batch_size: elmo.size(45, 16, 4) },
+    batch_sampler: { type: 'bucket', batch_size: elmo.size(45, 32, 4) },
   },
   trainer: elmo.trainer({
     // tf.train.AdadeltaOptimizer(learning_rate=1.0) (docqa/elmo/ablate_elmo_model.py:38): TF's defaults rho 0.95,

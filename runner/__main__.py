@@ -137,13 +137,19 @@ def _main(argv=None) -> int:
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
+        parallel = args.jobs or int(profile.get("jobs", 1))
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
             if not args.baselines_only and any(r.uses_elmo for r in wanted):
-                from runner.bilm import prepare_bilm
+                from runner.bilm import prepare_bilm, stages_pending
 
-                prepare_bilm(profile, {r.task: r.knob_dict for r in reversed(wanted)},
-                             args.jobs or int(profile.get("jobs", 1)), stage_device, gpus)
+                task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
+                if (args.executor == "local" and stage_device == "cpu" and parallel >= 2
+                        and stages_pending(profile, task_knobs)):
+                    train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo],
+                                                  runs, run_dir, runs_dir, cells, parallel, args)
+                else:
+                    prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
             _check_inputs(profile, wanted)
             inputs, finished = check_finished(runs, run_dir, runs_dir, redo_stale=args.redo_stale)
         except SpecError as e:
@@ -158,7 +164,7 @@ def _main(argv=None) -> int:
         caches = ({} if args.no_cache or not profile.get("cache", True)
                   else build_caches(todo, Path(args.cache_dir), stage_device))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
-        execute(jobs, args, args.jobs or int(profile.get("jobs", 1)), gpus)
+        execute(jobs, args, parallel, gpus)
         if not args.baselines_only:
             run_probes(probes, probe_dir, args)
     else:
@@ -205,6 +211,48 @@ def _main(argv=None) -> int:
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
     return 1 if crashed else 0
+
+
+def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
+                                  args) -> None:
+    """The biLM stages (one process, one thread per the profile's args: the mini profile pretrains on 1 thread)
+    in a thread, and the baseline runs, which do not read the biLM, on the other ``parallel - 1`` slots meanwhile,
+    so that a 2-core machine is not half idle for the hour of pretraining. Stage progress goes to its log only
+    (the runs' lines are printed). Ctrl-C stops both (the stage processes are among those stop_runs() ends)."""
+    import threading
+
+    from runner.bilm import prepare_bilm
+
+    inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)
+    todo = [r for r in baselines if r not in finished]
+    failure = []
+
+    def stages():
+        try:
+            prepare_bilm(profile, task_knobs, 1, "cpu", quiet=bool(todo))
+        except BaseException as e:  # re-raised in the main thread
+            failure.append(e)
+
+    thread = threading.Thread(target=stages, name="bilm-stages", daemon=True)
+    thread.start()
+    if todo:
+        print(f"biLM stages run beside {len(todo)} baseline runs ({parallel - 1} at a time); stage progress is in "
+              f"the logs named above", flush=True)
+        for run in todo:
+            run_dir[run].mkdir(parents=True, exist_ok=True)
+            write_json(run_dir[run] / "inputs.json", inputs[run])
+        threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
+        execute([job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel - 1, (), threads)
+    try:
+        while thread.is_alive():  # join() with a timeout, so that Ctrl-C reaches this thread
+            thread.join(1.0)
+    except BaseException:
+        from runner.execute import stop_runs
+
+        stop_runs()  # the stage process, which would otherwise outlive the runner
+        raise
+    if failure:
+        raise failure[0]
 
 
 def _check_selects_runs(profile, sweeps, cells, only) -> None:
@@ -366,7 +414,7 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
-def execute(jobs, args, parallel: int, gpus=()) -> None:
+def execute(jobs, args, parallel: int, gpus=(), threads=None) -> None:
     from runner.execute import run_local, run_ray
 
     state = {"done": 0, "started": time.time()}
@@ -384,7 +432,7 @@ def execute(jobs, args, parallel: int, gpus=()) -> None:
     if args.executor == "ray":
         run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run or 0)
     else:
-        run_local(jobs, report, args.keep_models, parallel, args.threads, gpus)
+        run_local(jobs, report, args.keep_models, parallel, threads or args.threads, gpus)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from runner.execute import _live, _live_lock
 from runner.spec import REPO, SpecError, expand, repo_path
 
 
@@ -65,6 +66,8 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
     with open(log, "ab") as f:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+        with _live_lock:  # stop_runs() (Ctrl-C while baseline runs train beside this stage) stops it too
+            _live.add(process)
         try:
             for chunk in iter(lambda: process.stdout.read1(4096), b""):
                 f.write(chunk)
@@ -76,6 +79,9 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
             process.terminate()
             process.wait()
             raise
+        finally:
+            with _live_lock:
+                _live.discard(process)
         returncode = process.wait()
     _record(out, command, time.time() - started, returncode)
     if returncode != 0:
@@ -107,10 +113,11 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
 
 
 def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1, device: str = "cpu",
-                 gpus: List[str] = ()) -> None:
+                 gpus: List[str] = (), quiet: bool = False) -> None:
     """Run the profile's pretraining and fine-tuning stages that are not done yet (``jobs`` fine-tunings at a
     time, or one per GPU slot of ``gpus``). ``task_knobs``: the knobs of one run of each task (for its data files).
-    ``device``: the stages' --device unless the profile's args name one."""
+    ``device``: the stages' --device unless the profile's args name one. ``quiet``: progress to the logs only (the
+    runner trains baseline runs beside the stages and prints their lines)."""
     spec = profile.get("bilm")
     if not spec:
         return
@@ -124,7 +131,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         else:
             resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
             _call([*python, "pretrain", *pre["args"], *_device(device, pre["args"]), "--out", str(out), *resume],
-                  out, out / "pretrain.log", "biLM pretraining")
+                  out, out / "pretrain.log", "biLM pretraining", show=not quiet)
             if not pretraining_done(out, pre["args"]):
                 raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
                                 f"from {out / 'checkpoint.pt'}")
@@ -148,11 +155,21 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
                      target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
     # one fine-tuning per GPU slot; on one unnamed GPU, one after another, each with the whole device
     jobs = len(gpus) or (1 if device == "cuda" else jobs)
-    show = jobs <= 1 or len(todo) <= 1  # parallel progress bars would garble each other: logs only
+    show = not quiet and (jobs <= 1 or len(todo) <= 1)  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
         pinned = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(len(todo))]
         for future in [pool.submit(_call, *job, show, env) for job, env in zip(todo, pinned)]:
             future.result()
+
+
+def stages_pending(profile: dict, tasks) -> bool:
+    """True when prepare_bilm() would run a stage for runs of ``tasks``."""
+    spec = profile.get("bilm") or {}
+    if "pretrain" in spec and not pretraining_done(repo_path(spec["pretrain"]["out"]), spec["pretrain"]["args"]):
+        return True
+    fine = spec.get("finetune") or {}
+    return any(not (repo_path(fine["out"].format(task=task)) / "perplexity.json").is_file()
+               for task in fine.get("tasks", []) if task in tasks)
 
 
 def _device(device: str, args: List[str]) -> List[str]:

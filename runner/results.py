@@ -22,6 +22,7 @@ from runner.execute import load_result  # noqa: E402
 from runner.spec import PROBE_KINDS, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
+SECOND_METRIC = {"squad": "em"}  # shown beside the task's metric (SQuAD: F1, and EM beside it; official v1.1 script)
 
 
 def write_atomic(path: Path, data) -> None:
@@ -52,7 +53,13 @@ def read_run(run_dir: Path, split: str) -> dict:
             raise ValueError(f"{result_path}: key '{split}' (or 'dev'): expected a number, found {value!r}")
         # Metrics that are fractions are reported in % like the paper's tables.
         percent = 100.0 * value if value <= 1.0 else float(value)
-        return {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+        state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+        second = SECOND_METRIC.get(result.get("task"))
+        metrics = result.get("metrics") or {}
+        second_value = metrics.get(f"{'best_validation' if split == 'dev' or dev_fallback else 'test'}_{second}")
+        if second and isinstance(second_value, (int, float)):
+            state["second"] = 100.0 * second_value if second_value <= 1.0 else float(second_value)
+        return state
     if failed_path.exists():
         failure, _ = load_result(failed_path)
         return {"status": "crashed", "log": str((failure or {}).get("log") or failed_path)}
@@ -66,11 +73,38 @@ def aggregate(cells: list, split: str) -> dict:
     crashed = [r["log"] for r in runs if r["status"] == "crashed"]
     status = ("ok" if runs and len(values) == len(runs) else "partial" if values
               else "crashed" if crashed else "missing")
+    seconds = [r["second"] for r in runs if "second" in r]
     return {"status": status, "seeds_planned": len(runs), "seeds_finished": len(values), "values": values,
             "mean": statistics.fmean(values) if values else None,
             "std": statistics.stdev(values) if len(values) >= 2 else None,
+            "second": {"metric": SECOND_METRIC.get(cells[0].task) if cells else None, "values": seconds,
+                       "mean": statistics.fmean(seconds), "std": statistics.stdev(seconds) if len(seconds) >= 2
+                       else None} if seconds else None,
+            "by_seed": {r["seed"]: r["value"] for r in runs if r["status"] == "ok"},
             "dev_fallback": any(r.get("dev_fallback") for r in runs), "crashed_logs": crashed,
             "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
+
+
+def _mean_std(mean: float, std: Optional[float], decimals: int) -> str:
+    return f"{mean:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
+
+
+def paired_difference(column: dict, baseline: dict) -> Optional[dict]:
+    """(column − baseline) seed by seed, over the seeds where both finished: a difference with its own error bar
+    (the same SEED seeds both runs' random streams and, on a training subset, picks the same subset)."""
+    seeds = sorted(set(column["by_seed"]) & set(baseline["by_seed"]))
+    diffs = [column["by_seed"][s] - baseline["by_seed"][s] for s in seeds]
+    if not diffs:
+        return None
+    return {"seeds": seeds, "values": diffs, "mean": statistics.fmean(diffs),
+            "std": statistics.stdev(diffs) if len(diffs) >= 2 else None}
+
+
+def difference_text(diff: Optional[dict], decimals: int) -> str:
+    if diff is None:
+        return "—"
+    text = f"{diff['mean']:+.{decimals}f}" + (f" ± {diff['std']:.{decimals}f}" if diff["std"] is not None else "")
+    return text + f" (n={len(diff['values'])})"
 
 
 def _note(notes: list, text: str) -> str:
@@ -82,9 +116,9 @@ def _note(notes: list, text: str) -> str:
 def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
     if not agg["values"]:
         return f"crashed (see {', '.join(agg['crashed_logs'])})" if agg["crashed_logs"] else "missing"
-    text = f"{agg['mean']:.{decimals}f}"
-    if agg["std"] is not None:
-        text += f" ± {agg['std']:.{decimals}f}"
+    text = _mean_std(agg["mean"], agg["std"], decimals)
+    if agg.get("second"):
+        text += f" ({agg['second']['metric'].upper()} {_mean_std(agg['second']['mean'], agg['second']['std'], decimals)})"
     if agg["seeds_finished"] < agg["seeds_planned"]:
         text += f" (n={agg['seeds_finished']})"
     if agg["dev_fallback"]:
@@ -160,15 +194,21 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     header = ["task"] + [f"{lab} ({who})" for lab in labels for who in ("ours", "paper")]
     header += ["increase (ours)", "increase (paper)"] if with_increase else []
     header += [f"{k} (paper)" for k in paper_only]
-    rows, summary = [], []
+    rows, summary, diff_rows = [], [], []
     groups = _groups(sweep, cells)
+    others = [label for label in labels if label != "baseline"] if "baseline" in labels else []
     for task in sweep["tasks"]:
-        decimals, row, means = DECIMALS.get(task, 1), [task], {}
+        decimals, row, means, aggs = DECIMALS.get(task, 1), [task], {}, {}
         for label in labels:
-            agg = aggregate(groups[(task, label, None)], split)
+            agg = aggs[label] = aggregate(groups[(task, label, None)], split)
             means[label] = agg["mean"]
             row += [cell_text(agg, decimals, notes, f"{task}/{label}"), _paper_text(paper_table, label, task, decimals)]
             summary.append(dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg))
+        if others:
+            diffs = {label: paired_difference(aggs[label], aggs["baseline"]) for label in others}
+            for entry in summary[-len(labels):]:
+                entry["minus_baseline"] = diffs.get(entry["column"])
+            diff_rows.append([task] + [difference_text(diffs[label], decimals) for label in others])
         if with_increase:
             paper_values = [_paper_number(paper_table.get(k, {}).get(task)) for k in ("baseline", "ELMo")]
             row += [increase_text(means["baseline"], means["ELMo"], decimals), increase_text(*paper_values, decimals)]
@@ -176,6 +216,12 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     extra = f"Ours: {split} metric in %, mean ± sample std over finished seeds; n=k when fewer than planned."
     if paper_table.get("split", split) != split:
         extra += f" The paper's numbers are on {paper_table['split']}."
+    if others:
+        extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
+                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset); a "
+                  "difference within about one std of 0 is not distinguishable from seed noise at this n.\n\n")
+        extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
+                             "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     write_atomic(out_dir / f"{sweep['name']}.md",
                  _markdown(sweep.get("title", sweep["name"]), provenance, header, rows, notes, extra))
     return summary
@@ -201,17 +247,28 @@ def _grid(n_rows: int, n_cols: int, width: float, height: float = 3.6):
     return plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows), squeeze=False, layout="constrained")
 
 
+def _round2(value: float) -> float:
+    """Two significant digits (0.0999 -> 0.1, 1.789 -> 1.8, 100 -> 100): the axis's tick labels."""
+    return float(f"{value:.2g}")
+
+
+def _percent_text(x: str, percent: float, full: float) -> str:
+    return f"{percent:g}%" if full == 100 else f"{_round2(percent):g}% ({x} of the training file)"
+
+
 def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance: dict) -> tuple:
     """Figure 1: metric vs % of the training set (log x), one panel per task, one line per column."""
     split, labels, notes, xs = sweep["split"], [c["label"] for c in sweep["columns"]], [], sweep["x"]["values"]
-    percents = {x: 100 * float(x) for x in xs}  # the knob is a fraction of the training set
+    # the knob is a fraction of the training file, which is full_percent % of the axis's training set
+    full = sweep["x"].get("full_percent", 100)
+    percents = {x: full * float(x) for x in xs}
     groups, summary, rows = _groups(sweep, cells), [], []
     n_cols = min(len(sweep["tasks"]), 4)
     fig, axes = _grid(math.ceil(len(sweep["tasks"]) / n_cols), n_cols, width=4.5)
     for ax in axes.flat[len(sweep["tasks"]):]:
         ax.set_visible(False)
     for task, ax in zip(sweep["tasks"], axes.flat):
-        decimals, table = DECIMALS.get(task, 1), {x: [task, f"{percents[x]:g}%"] for x in xs}
+        decimals, table = DECIMALS.get(task, 1), {x: [task, _percent_text(x, percents[x], full)] for x in xs}
         for label in labels:
             points = []
             for x in xs:
@@ -225,9 +282,9 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
                 ax.errorbar(px, py, yerr=pe, marker="o", capsize=3, label=label)
         rows += table.values()
         ax.set_xscale("log")
-        ax.set_xticks([percents[x] for x in xs], [f"{percents[x]:g}%" for x in xs])
+        ax.set_xticks([percents[x] for x in xs], [f"{_round2(percents[x]):g}%" for x in xs])
         ax.minorticks_off()
-        ax.set(title=task, xlabel="% of the training set", ylabel=f"{split} metric (%)")
+        ax.set(title=task, xlabel=sweep["x"].get("xlabel", "% of the training set"), ylabel=f"{split} metric (%)")
         if ax.containers:
             ax.legend()
         else:

@@ -273,7 +273,16 @@ def check_sweep(sweep: dict, where: str) -> None:
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED" \
                 or not isinstance(x.get("values"), list) or not x["values"]:
             raise _key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
-        _check_keys(where, x, ("knob", "values"), "key of x", prefix="x.")
+        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel"), "key of x", prefix="x.")
+        # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
+        # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
+        full = x.get("full_percent", 100)
+        if isinstance(full, bool) or not isinstance(full, (int, float)) or not 0 < full <= 100:
+            raise _key_error(where, "x.full_percent", "a number in (0, 100]", full)
+        if x.get("knob") != "TRAIN_FRACTION" and ("full_percent" in x or "xlabel" in x):
+            raise _key_error(where, "x.knob", "TRAIN_FRACTION with full_percent or xlabel", x.get("knob"))
+        if not isinstance(x.get("xlabel", ""), str):
+            raise _key_error(where, "x.xlabel", "a string", x["xlabel"])
     for name in sweep.get("from", []) if "from" in SWEEP_KINDS[kind] else []:
         if name not in SWEEP_NAMES:
             raise _unknown(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")

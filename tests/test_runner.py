@@ -179,3 +179,69 @@ def test_pretraining_stopped_by_minutes_is_not_done(tmp_path):
     (tmp_path / "perplexity.json").write_text(json.dumps(record))
     assert pretraining_done(tmp_path, args)
     assert not pretraining_done(tmp_path, ["--epochs", "2"])  # 0 of 2 epochs
+
+
+def _bilm_profile(tmp_path, tokens: int) -> dict:
+    """PROFILE with a tiny pretrain + NER fine-tuning stage and 2 jobs (one slot for the stages, one for runs)."""
+    from tests.test_pretrain import TINY_OPTIONS, grammar_lines
+
+    (tmp_path / "train.txt").write_text(grammar_lines(300, 0))
+    (tmp_path / "heldout.txt").write_text(grammar_lines(20, 1))
+    (tmp_path / "options.json").write_text(json.dumps(TINY_OPTIONS))
+    tuned = tmp_path / "bilm-ner"
+    return {**PROFILE, "jobs": 2, "bilm": {
+        "pretrain": {"out": str(tmp_path / "bilm"),
+                     "args": ["--options", str(tmp_path / "options.json"), "--train", str(tmp_path / "train.txt"),
+                              "--heldout", str(tmp_path / "heldout.txt"), "--tokens", str(tokens), "--batch-size",
+                              "8", "--unroll", "10", "--threads", "1"]},
+        "finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"),
+                     "args": ["--batch-size", "4", "--unroll", "5", "--threads", "1"]}},
+        "task_knobs": {"ner": {"ELMO_OPTIONS": str(tuned / "options.json"),
+                               "ELMO_WEIGHTS": str(tuned / "weights.hdf5")}}}
+
+
+def test_baselines_train_while_the_bilm_is_pretrained(tmp_path):
+    """With 2 jobs on CPU the baseline run starts at once, beside the pretraining, not after the biLM stages (the
+    mini profiles would leave a core idle for the hour of pretraining)."""
+    import datetime
+
+    profile = _bilm_profile(tmp_path, 4000)
+    done = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "biLM stages run beside 1 baseline runs" in done.stdout
+    results = {json.loads(p.read_text())["knobs"]["ELMO"]: p for p in (tmp_path / "runs").glob("*/*/result.json")}
+    assert set(results) == {"none", "input"}
+    baseline = json.loads(results["none"].read_text())
+    baseline_start = results["none"].stat().st_mtime - baseline["wall_time_s"]
+    stage = json.loads((tmp_path / "bilm" / "stages.json").read_text())[0]
+    pretrain_end = datetime.datetime.strptime(stage["date"].rsplit(" ", 1)[0], "%Y-%m-%d %H:%M:%S").timestamp()
+    assert baseline_start < pretrain_end - 1, (baseline_start, pretrain_end)
+    assert json.loads(results["input"].read_text())["dev"] is not None
+
+
+def test_ctrl_c_while_baselines_train_beside_the_pretraining_stops_both(tmp_path):
+    profile = _bilm_profile(tmp_path, 10_000_000)  # would pretrain for hours
+    process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marker = str(tmp_path / "bilm")
+
+    def stage_alive():
+        return subprocess.run(["pgrep", "-f", f"elmo_module pretrain.*{marker}"], capture_output=True).returncode == 0
+
+    deadline = time.time() + 300
+    while not (stage_alive() and list((tmp_path / "runs").glob("ner/*/log.txt"))):
+        if process.poll() is not None or time.time() > deadline:
+            subprocess.run(["pkill", "-f", marker])
+            process.kill()
+            pytest.fail(f"no baseline run started beside the pretraining: {process.communicate()}")
+        time.sleep(0.5)
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)  # to the runner only, not its process group: it must stop its children
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    deadline = time.time() + 20
+    while stage_alive() and time.time() < deadline:
+        time.sleep(0.5)
+    assert not stage_alive(), "the pretraining outlived the interrupted runner"
+    assert "Traceback" not in err
