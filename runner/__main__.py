@@ -137,6 +137,7 @@ def _main(argv=None) -> int:
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
+        archive = restore_archived(profile, runs, run_dir, results_dir)
         parallel = args.jobs or int(profile.get("jobs", 1))
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
@@ -147,7 +148,7 @@ def _main(argv=None) -> int:
                 if (args.executor == "local" and stage_device == "cpu" and parallel >= 2
                         and stages_pending(profile, task_knobs)):
                     train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo],
-                                                  runs, run_dir, runs_dir, cells, parallel, args)
+                                                  runs, run_dir, runs_dir, cells, parallel, args, archive)
                 else:
                     prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
             _check_inputs(profile, wanted)
@@ -164,10 +165,11 @@ def _main(argv=None) -> int:
         caches = ({} if args.no_cache or not profile.get("cache", True)
                   else build_caches(todo, Path(args.cache_dir), stage_device))
         jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
-        execute(jobs, args, parallel, gpus)
+        execute(jobs, args, parallel, gpus, archive=archive)
         if not args.baselines_only:
             run_probes(probes, probe_dir, args)
     else:
+        restore_archived(profile, runs, run_dir, results_dir)
         try:
             check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
         except SpecError as e:
@@ -214,7 +216,7 @@ def _main(argv=None) -> int:
 
 
 def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
-                                  args) -> None:
+                                  args, archive=None) -> None:
     """The biLM stages (one process, one thread per the profile's args: the mini profile pretrains on 1 thread)
     in a thread, and the baseline runs, which do not read the biLM, on the other ``parallel - 1`` slots meanwhile,
     so that a 2-core machine is not half idle for the hour of pretraining. Stage progress goes to its log only
@@ -242,7 +244,8 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
             run_dir[run].mkdir(parents=True, exist_ok=True)
             write_json(run_dir[run] / "inputs.json", inputs[run])
         threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
-        execute([job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel - 1, (), threads)
+        execute([job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel - 1, (), threads,
+                archive=archive)
     try:
         while thread.is_alive():  # join() with a timeout, so that Ctrl-C reaches this thread
             thread.join(1.0)
@@ -253,6 +256,37 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
         raise
     if failure:
         raise failure[0]
+
+
+def restore_archived(profile, runs, run_dir, results_dir: Path):
+    """Profiles with ``"archive_runs": true`` (the multi-session mini profiles) keep a copy of every finished run's
+    result.json in RESULTS/runs/TASK/RUN_ID.json, written as each run finishes. A fresh clone (runs/ is not in git)
+    then resumes where the last session stopped: the copies go back into the runs directory here and count as
+    finished once their recorded input checksums match this machine's files (else they are stale, as any finished
+    run: check_finished). Returns the function that archives one finished run directory, or None."""
+    if not profile.get("archive_runs"):
+        return None
+    archive_dir = results_dir / "runs"
+    restored = 0
+    for run in runs:
+        copy, target = archive_dir / run.task / f"{run.run_id}.json", run_dir[run] / "result.json"
+        if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_json(target, load_result(copy)[0])
+            restored += 1
+    if restored:
+        print(f"restored {restored} finished runs from {archive_dir}", flush=True)
+
+    def archive(directory: Path) -> None:
+        result, _ = load_result(directory / "result.json")
+        if result is not None:
+            (archive_dir / directory.parent.name).mkdir(parents=True, exist_ok=True)
+            write_json(archive_dir / directory.parent.name / f"{directory.name}.json", result)
+
+    for run in runs:  # finished before this profile archived, or by --baselines-only
+        if not (archive_dir / run.task / f"{run.run_id}.json").is_file():
+            archive(run_dir[run])
+    return archive
 
 
 def _check_selects_runs(profile, sweeps, cells, only) -> None:
@@ -414,7 +448,7 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
-def execute(jobs, args, parallel: int, gpus=(), threads=None) -> None:
+def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> None:
     from runner.execute import run_local, run_ray
 
     state = {"done": 0, "started": time.time()}
@@ -425,6 +459,8 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None) -> None:
         eta = (time.time() - state["started"]) / state["done"] * left
         if status["status"] == "done":
             what = f"dev={status['dev']} test={status['test']} ({status['wall_time_s']}s)"
+            if archive:
+                archive(Path(job["run_dir"]))
         else:
             what = f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}"
         print(f"[{state['done']:>3}/{len(jobs)}] {job['label']}: {what} | ETA {eta / 60:.1f} min", flush=True)

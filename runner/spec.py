@@ -109,7 +109,7 @@ TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
 SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
-                "requires": dict, "jobs": int, "cache": bool, "bilm": dict, "sweep_overrides": dict, "device": str}
+                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str}
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 DEVICES = ("cpu", "cuda")
 _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}

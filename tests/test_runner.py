@@ -245,3 +245,31 @@ def test_ctrl_c_while_baselines_train_beside_the_pretraining_stops_both(tmp_path
         time.sleep(0.5)
     assert not stage_alive(), "the pretraining outlived the interrupted runner"
     assert "Traceback" not in err
+
+
+def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
+    """"archive_runs": every finished run's result.json is copied to RESULTS/runs/ as it finishes; with the runs
+    directory gone (a fresh clone: runs/ is not in git) the runner restores them and trains nothing again."""
+    import shutil
+
+    profile = {**PROFILE, "archive_runs": True}
+    first = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    archived = sorted((tmp_path / "results" / "runs").glob("ner/*.json"))
+    assert len(archived) == 2
+    table = (tmp_path / "results" / "table1.md").read_text()
+    shutil.rmtree(tmp_path / "runs")
+    second = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "restored 2 finished runs" in second.stdout and "2 already finished, 0 to do" in second.stdout
+    assert not list((tmp_path / "runs").glob("ner/*/log.txt"))  # nothing trained
+    strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall"))]
+    assert strip((tmp_path / "results" / "table1.md").read_text()) == strip(table)
+    # without the flag nothing is archived (the default profile's results stay tables only)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    third = subprocess.run(runner_command(plain, PROFILE), cwd=REPO, env=runner_env(plain), capture_output=True,
+                           text=True, timeout=600)
+    assert third.returncode == 0 and not (plain / "results" / "runs").exists()
