@@ -217,45 +217,31 @@ def _main(argv=None) -> int:
 
 def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
                                   args, archive=None) -> None:
-    """The biLM stages (one process, one thread per the profile's args: the mini profile pretrains on 1 thread)
-    in a thread, and the baseline runs, which do not read the biLM, on the other ``parallel - 1`` slots meanwhile,
-    so that a 2-core machine is not half idle for the hour of pretraining. Stage progress goes to its log only
-    (the runs' lines are printed). Ctrl-C stops both (the stage processes are among those stop_runs() ends)."""
-    import threading
-
+    """The biLM stages take one of the ``parallel`` slots (one process; the mini profiles pretrain on 1 thread) and
+    the baseline runs, which do not read the biLM, the others, so that a 2-core machine is not half idle for the
+    hour of pretraining; once the stages are done their slot trains baselines too. Stage progress goes to its log
+    only (the runs' lines are printed). Ctrl-C stops both (stop_runs() ends the stage processes too)."""
     from runner.bilm import prepare_bilm
 
     inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)
     todo = [r for r in baselines if r not in finished]
-    failure = []
+    if not todo:
+        prepare_bilm(profile, task_knobs, parallel, "cpu")
+        return
+    print(f"biLM stages run beside {len(todo)} baseline runs; stage progress is in the logs named below", flush=True)
+    for run in todo:
+        run_dir[run].mkdir(parents=True, exist_ok=True)
+        write_json(run_dir[run] / "inputs.json", inputs[run])
 
     def stages():
-        try:
-            prepare_bilm(profile, task_knobs, 1, "cpu", quiet=bool(todo))
-        except BaseException as e:  # re-raised in the main thread
-            failure.append(e)
+        started = time.time()
+        prepare_bilm(profile, task_knobs, 1, "cpu", quiet=True)
+        return {"status": "stages", "wall_time_s": round(time.time() - started, 1)}
 
-    thread = threading.Thread(target=stages, name="bilm-stages", daemon=True)
-    thread.start()
-    if todo:
-        print(f"biLM stages run beside {len(todo)} baseline runs ({parallel - 1} at a time); stage progress is in "
-              f"the logs named above", flush=True)
-        for run in todo:
-            run_dir[run].mkdir(parents=True, exist_ok=True)
-            write_json(run_dir[run] / "inputs.json", inputs[run])
-        threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
-        execute([job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel - 1, (), threads,
-                archive=archive)
-    try:
-        while thread.is_alive():  # join() with a timeout, so that Ctrl-C reaches this thread
-            thread.join(1.0)
-    except BaseException:
-        from runner.execute import stop_runs
-
-        stop_runs()  # the stage process, which would otherwise outlive the runner
-        raise
-    if failure:
-        raise failure[0]
+    stage_job = {"call": stages, "label": "biLM stages"}  # first in the queue: it starts at once in its own slot
+    threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
+    execute([stage_job] + [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel, (),
+            threads, archive=archive)
 
 
 def restore_archived(profile, runs, run_dir, results_dir: Path):
@@ -452,10 +438,14 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> N
     from runner.execute import run_local, run_ray
 
     state = {"done": 0, "started": time.time()}
+    runs = len([j for j in jobs if "call" not in j])
 
     def report(job, status):
+        if status["status"] == "stages":
+            print(f"{job['label']}: done ({status['wall_time_s']}s)", flush=True)
+            return
         state["done"] += 1
-        left = len(jobs) - state["done"]
+        left = runs - state["done"]
         eta = (time.time() - state["started"]) / state["done"] * left
         if status["status"] == "done":
             what = f"dev={status['dev']} test={status['test']} ({status['wall_time_s']}s)"
@@ -463,7 +453,7 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> N
                 archive(Path(job["run_dir"]))
         else:
             what = f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}"
-        print(f"[{state['done']:>3}/{len(jobs)}] {job['label']}: {what} | ETA {eta / 60:.1f} min", flush=True)
+        print(f"[{state['done']:>3}/{runs}] {job['label']}: {what} | ETA {eta / 60:.1f} min", flush=True)
 
     if args.executor == "ray":
         run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run or 0)

@@ -60,7 +60,8 @@ def _record(out: Path, command: List[str], seconds: float, returncode: int) -> N
 
 def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True, env: Dict[str, str] = None) -> None:
     """Run one stage; its output (progress bar included) goes to ``log`` and, if ``show``, to the terminal."""
-    print(f"{what}: {' '.join(command)}\n  (log: {log})", flush=True)
+    sys.stdout.write(f"{what}: {' '.join(command)}\n  (log: {log})\n")  # one write: runs print beside it
+    sys.stdout.flush()
     started = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:

@@ -162,7 +162,7 @@ def _last_error_line(log: Path) -> str:
     return (errors or lines or [""])[-1][:300]
 
 
-Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}
+Job = Dict  # {"task", "knobs", "run_dir", "extra_env"}, or {"call", "label"}: work of the runner in a slot
 
 
 def gpu_slots(count: int, runs_per_gpu: int = 1, visible: Optional[str] = None) -> List[str]:
@@ -190,6 +190,8 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
     threads = str(threads or max(1, (os.cpu_count() or 1) // parallel))
 
     def one(job: Job) -> dict:
+        if "call" in job:  # work of the runner's own that takes a slot (the biLM stages): returns its status
+            return job["call"]()
         gpu = free.get() if gpus else None
         try:
             pinned = {"CUDA_VISIBLE_DEVICES": gpu, "CUDA_DEVICE": "0"} if gpu is not None else {}
