@@ -273,3 +273,27 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     third = subprocess.run(runner_command(plain, PROFILE), cwd=REPO, env=runner_env(plain), capture_output=True,
                            text=True, timeout=600)
     assert third.returncode == 0 and not (plain / "results" / "runs").exists()
+
+
+def test_killed_runner_leaves_no_pretraining_behind(tmp_path):
+    """kill -9 of the runner (an OOM kill, a lost session): its stage process dies with it (PR_SET_PDEATHSIG), as
+    its trainings do, and the next runner resumes the pretraining from its checkpoint."""
+    profile = {**_bilm_profile(tmp_path, 10_000_000), "jobs": 1}
+    process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pattern = f"elmo_module pretrain.*{tmp_path / 'bilm'}"
+    alive = lambda: subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+    deadline = time.time() + 120
+    while not alive():
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail("the pretraining stage did not start")
+        time.sleep(0.5)
+    process.kill()
+    process.wait()
+    deadline = time.time() + 20
+    while alive() and time.time() < deadline:
+        time.sleep(0.5)
+    still = alive()
+    subprocess.run(["pkill", "-f", pattern])
+    assert not still, "the pretraining outlived the killed runner"
