@@ -122,6 +122,10 @@ def _main(argv=None) -> int:
     if not args.build_only:
         selected = unique_runs([c for c in cells if not only or c.sweep in only])
         wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+        # one task's runs before the next's (the profile's task order; sweep order within a task): a multi-session
+        # profile cut short by the end of a session leaves whole tables of its first tasks rather than parts of all
+        order = {task: i for i, task in enumerate(profile.get("tasks", []))}
+        wanted.sort(key=lambda r: order.get(r.task, len(order)))
         from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
 
         status = run_preflight(profile, wanted, cells, args)
@@ -152,6 +156,10 @@ def _main(argv=None) -> int:
                 else:
                     prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
             _check_inputs(profile, wanted)
+            if profile.get("archive_runs") and profile.get("bilm"):
+                from runner.bilm import archive_bilm
+
+                archive_bilm(profile, results_dir / "bilm")
             inputs, finished = check_finished(runs, run_dir, runs_dir, redo_stale=args.redo_stale)
         except SpecError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -249,9 +257,16 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     result.json in RESULTS/runs/TASK/RUN_ID.json, written as each run finishes. A fresh clone (runs/ is not in git)
     then resumes where the last session stopped: the copies go back into the runs directory here and count as
     finished once their recorded input checksums match this machine's files (else they are stale, as any finished
-    run: check_finished). Returns the function that archives one finished run directory, or None."""
+    run: check_finished). The profile's own biLM is kept likewise in RESULTS/bilm/ (runner/bilm.py archive_bilm) and
+    restored first. Returns the function that archives one finished run directory, or None."""
     if not profile.get("archive_runs"):
         return None
+    if profile.get("bilm"):
+        from runner.bilm import restore_bilm
+
+        if restore_bilm(profile, results_dir / "bilm"):
+            print(f"restored the profile's biLM from {results_dir / 'bilm'} (the weights the archived runs read)",
+                  flush=True)
     archive_dir = results_dir / "runs"
     restored = 0
     for run in runs:

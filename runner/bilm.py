@@ -271,3 +271,52 @@ def _pretrain_lines(pre: dict) -> List[str]:
               f"({last.get('tokens_per_second', 0):,.0f} tokens/s, {last.get('device')}, {last.get('threads')} "
               f"thread(s))."]
     return lines
+
+
+# What a multi-session profile ("archive_runs": true) keeps of its biLM in RESULTS/bilm/<stage dir name>/, so that a
+# fresh clone (artifacts/ is not in git) resumes with the very weights its archived ELMo runs read (their recorded
+# checksums must match, runner/inputs.py): pretraining the same biLM again costs an hour and need not give the same
+# bits. The fine-tuned weights are what the runs read; of the pretraining only its record (for bilm.md), since the
+# fine-tunings it fed are kept whole.
+_KEEP = {"pretrain": ("options.json", "perplexity.json", "stages.json"),
+         "finetune": ("options.json", "weights.hdf5", "perplexity.json", "stages.json")}
+
+
+def _stage_dirs(profile: dict) -> List[tuple]:
+    spec = profile.get("bilm") or {}
+    dirs = [("pretrain", repo_path(spec["pretrain"]["out"]))] if "pretrain" in spec else []
+    fine = spec.get("finetune") or {}
+    return dirs + [("finetune", repo_path(fine["out"].format(task=t))) for t in fine.get("tasks", [])]
+
+
+def archive_bilm(profile: dict, archive: Path) -> None:
+    """Copy each finished stage's files into ARCHIVE/<dir name>/ (write-then-rename; unchanged files are skipped)."""
+    for kind, out in _stage_dirs(profile):
+        if not (out / "perplexity.json").is_file():
+            continue
+        for name in _KEEP[kind]:
+            source, target = out / name, archive / out.name / name
+            if not source.is_file() or (target.is_file() and target.read_bytes() == source.read_bytes()):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(name + ".partial")
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+
+
+def restore_bilm(profile: dict, archive: Path) -> int:
+    """Put an archived biLM back where the stages write it, only when no stage output is here at all and the archive
+    holds every stage (else the stages run as usual; a biLM made here wins over the archive). Returns the number of
+    stage directories restored."""
+    dirs = _stage_dirs(profile)
+    if not dirs or any((out / "perplexity.json").exists() for _, out in dirs):
+        return 0
+    if not all((archive / out.name / name).is_file() for kind, out in dirs for name in _KEEP[kind]
+               if name != "stages.json"):
+        return 0
+    for kind, out in reversed(dirs):  # the pretraining's record last: alone it would say "done" without weights
+        out.mkdir(parents=True, exist_ok=True)
+        for name in _KEEP[kind]:
+            if (archive / out.name / name).is_file():
+                shutil.copyfile(archive / out.name / name, out / name)
+    return len(dirs)

@@ -297,3 +297,29 @@ def test_killed_runner_leaves_no_pretraining_behind(tmp_path):
     still = alive()
     subprocess.run(["pkill", "-f", pattern])
     assert not still, "the pretraining outlived the killed runner"
+
+
+def test_archived_bilm_lets_a_fresh_clone_resume_without_pretraining(tmp_path):
+    """With "archive_runs" the profile's own biLM (the fine-tuned weights the ELMo runs read, the pretraining's
+    record) is kept in RESULTS/bilm/; a fresh clone (no artifacts, no runs) restores it, finds its archived ELMo run
+    current (same weight checksums) and runs no stage and no training again."""
+    import shutil
+
+    profile = {**_bilm_profile(tmp_path, 400), "archive_runs": True}
+    run = lambda: subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                                 capture_output=True, text=True, timeout=600)
+    first = run()
+    assert first.returncode == 0, first.stderr[-2000:]
+    kept = tmp_path / "results" / "bilm"
+    assert (kept / "bilm-ner" / "weights.hdf5").read_bytes() == (tmp_path / "bilm-ner" / "weights.hdf5").read_bytes()
+    assert not (kept / "bilm" / "weights.hdf5").exists() and (kept / "bilm" / "perplexity.json").is_file()
+    report = (tmp_path / "results" / "bilm.md").read_text()
+    for directory in ("runs", "bilm", "bilm-ner", "text"):
+        shutil.rmtree(tmp_path / directory)
+    second = run()
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "restored the profile's biLM" in second.stdout and "2 already finished, 0 to do" in second.stdout
+    assert "biLM pretraining: done" in second.stdout and "biLM fine-tuning on ner: done" in second.stdout
+    assert not list((tmp_path / "runs").glob("ner/*/log.txt")) and not (tmp_path / "bilm" / "pretrain.log").exists()
+    strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall"))]
+    assert strip((tmp_path / "results" / "bilm.md").read_text()) == strip(report)
