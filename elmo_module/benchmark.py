@@ -1,7 +1,7 @@
 """Speed of our ELMo against allennlp's ``Elmo`` on the same full-size random weights and batches, in one process.
 
     source env.sh; .venv/bin/python -m elmo_module.benchmark [--batches 16] [--batch-size 32] [--threads 2]
-        [--no-token-cache]
+        [--no-token-cache] [--against plain]
 
 (On torch 1.12, MKL_DEBUG_CPU_TYPE=5 doubled MKL's GEMM speed on AMD CPUs; torch 2.9.1's MKL 2024.2 ignores it.)
 
@@ -11,7 +11,8 @@ Our token layer's cache of word vectors (``CharCnnTokenEncoder``) is emptied aft
 batches fill it as a real corpus would; ``--no-token-cache`` turns it off. Both run stateful (allennlp's default),
 carrying state over the same batch sequence, batch by batch in turn (this VM's speed drifts by +-15 % over a minute;
 interleaving puts the drift on both). Prints tokens/s of both, the ratio of the totals with its per-batch spread, and
-the max |difference| of the ELMo output.
+the max |difference| of the ELMo output. ``--against plain`` puts ours with the LSTM steps on the plain MKL path
+(``ELMO_ONEDNN=0``, what training runs) in allennlp's place, to time the oneDNN inference path (``elmo_module.lstm``).
 """
 import argparse
 import json
@@ -78,49 +79,67 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-token-cache", action="store_true",
                         help="recompute every word's token vector in every batch (the cache is on by default)")
+    parser.add_argument("--against", choices=["allennlp", "plain"], default="allennlp",
+                        help="plain: ours with the LSTM steps on MKL (ELMO_ONEDNN=0) in place of allennlp's Elmo")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     from allennlp.modules.elmo import Elmo as AllennlpElmo
 
-    from elmo_module import Elmo, batch_to_ids, load_bilm
+    from elmo_module import Elmo, batch_to_ids, load_bilm, lstm
 
     with tempfile.TemporaryDirectory() as tmp:
         options, weights = write_full_size_weights(Path(tmp))
-        theirs = AllennlpElmo(str(options), str(weights), num_output_representations=1, dropout=0.0).eval()
         ours = Elmo(load_bilm(options, weights, stateful=True), num_mixes=1, dropout=0.0).eval()
+        if args.against == "plain":
+            theirs = Elmo(load_bilm(options, weights, stateful=True), num_mixes=1, dropout=0.0).eval()
+        else:
+            theirs = AllennlpElmo(str(options), str(weights), num_output_representations=1, dropout=0.0).eval()
+    ours_models = [ours, theirs] if args.against == "plain" else [ours]
     if args.no_token_cache:
-        ours.bilm.token_encoder.cache_size = 0
+        for elmo in ours_models:
+            elmo.bilm.token_encoder.cache_size = 0
     warmup, batches = make_batches(1, args.batch_size, seed=1), make_batches(args.batches, args.batch_size)
     n_tokens = sum(len(s) for b in batches for s in b)
 
     def run_theirs(batch):
         with torch.no_grad():
-            return theirs(batch_to_ids(batch))["elmo_representations"][0]
+            if args.against == "allennlp":
+                return theirs(batch_to_ids(batch))["elmo_representations"][0]
+            onednn, lstm.USE_ONEDNN = lstm.USE_ONEDNN, False
+            try:
+                return theirs(batch_to_ids(batch))[0][0]
+            finally:
+                lstm.USE_ONEDNN = onednn
 
     def run_ours(batch):
         with torch.no_grad():
             return ours(batch_to_ids(batch))[0][0]
 
     time_interleaved([run_theirs, run_ours], warmup)  # first-call allocations; states reset below
-    theirs._elmo_lstm._elmo_lstm.reset_states()
-    ours.bilm.reset_states()
-    ours.bilm.token_encoder.clear_cache()
+    if args.against == "allennlp":
+        theirs._elmo_lstm._elmo_lstm.reset_states()
+    for elmo in ours_models:
+        elmo.bilm.reset_states()
+        elmo.bilm.token_encoder.clear_cache()
     (their_seconds, our_seconds), (their_out, our_out) = time_interleaved([run_theirs, run_ours], batches)
     their_time, our_time = sum(their_seconds), sum(our_seconds)
     per_batch = sorted(t / o for t, o in zip(their_seconds, our_seconds))
     diff = max(float((a - b).abs().max()) for a, b in zip(our_out, their_out))
+    other = args.against
     result = {"tokens": n_tokens, "batches": args.batches, "batch_size": args.batch_size, "threads": args.threads,
-              "allennlp_tokens_per_s": round(n_tokens / their_time, 1),
+              "against": other, "onednn": lstm.USE_ONEDNN,
+              f"{other}_tokens_per_s": round(n_tokens / their_time, 1),
               "ours_tokens_per_s": round(n_tokens / our_time, 1),
               "speedup": round(their_time / our_time, 2),
               "per_batch_speedup_min_median_max": [round(per_batch[0], 2), round(float(np.median(per_batch)), 2),
                                                    round(per_batch[-1], 2)],
               "max_abs_diff": diff, "token_cache": not args.no_token_cache,
               "MKL_DEBUG_CPU_TYPE": os.environ.get("MKL_DEBUG_CPU_TYPE")}
-    print(f"allennlp Elmo : {result['allennlp_tokens_per_s']:8.1f} tokens/s")
+    label = "allennlp Elmo" if other == "allennlp" else "ours on MKL"
+    print(f"{label:14s}: {result[other + '_tokens_per_s']:8.1f} tokens/s")
     print(f"elmo_module   : {result['ours_tokens_per_s']:8.1f} tokens/s"
           f" (token cache {'on' if result['token_cache'] else 'off'})")
-    print(f"ratio (ours / allennlp): {result['speedup']:.2f}x (per batch: min %.2f, median %.2f, max %.2f)"
+    print(f"ratio (ours / {other}): {result['speedup']:.2f}x (per batch: min %.2f, median %.2f, max %.2f)"
           % tuple(result["per_batch_speedup_min_median_max"]))
     print(f"max |difference| of the ELMo output: {diff:.2e}")
     print(json.dumps(result))

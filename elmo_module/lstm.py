@@ -5,7 +5,12 @@ only ``W_h @ h`` stays inside the time loop, over the rows still running (rows a
 running rows are a prefix). The backward direction reverses each sentence within its length and runs the same loop.
 The big temporaries (the input part of the gates, each step's gates) are written into memory kept from the last call
 when autograd is not recording (``_scratch``).
+
+Inference (autograd not recording, CPU, float32) runs the steps batch-major through oneDNN's linear with the weights
+prepacked (``_onednn_weights``); training keeps the feature-major MKL path. ``ELMO_ONEDNN=0`` turns oneDNN off.
 """
+import functools
+import os
 import threading
 import weakref
 from typing import Optional, Tuple
@@ -14,6 +19,8 @@ import torch
 from torch import nn
 
 _scratch_memory = threading.local()  # per thread (the two directions run in two): layer -> {name: flat tensor}
+_packed_memory = weakref.WeakKeyDictionary()  # layer -> (its weights' (address, version), their oneDNN copies)
+USE_ONEDNN = os.environ.get("ELMO_ONEDNN", "1") != "0"  # 0: the plain MKL path everywhere (for comparisons)
 
 
 def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int],
@@ -39,6 +46,24 @@ def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int],
     return memory[:size].view(shape)
 
 
+@functools.lru_cache(maxsize=None)
+def _onednn_works() -> bool:
+    """Whether this torch has oneDNN's prepacked linear (``torch.ops.mkldnn``, CPU builds with mkldnn) and it computes
+    x @ W^T (+ other) as torch.mm does in float64 (checked once, on small random operands)."""
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return False
+        g = torch.Generator().manual_seed(0)
+        w, x, other = (torch.randn(*shape, generator=g) for shape in ((24, 16), (5, 16), (5, 24)))
+        packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        got = (torch.ops.mkldnn._linear_pointwise.binary(x, other, packed, None, "add"),
+               torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""))
+        product = x.double() @ w.double().t()
+        return all(torch.allclose(y.double(), e, rtol=0, atol=1e-5) for y, e in zip(got, (product + other, product)))
+    except (AttributeError, RuntimeError):  # no such op / not compiled for this CPU
+        return False
+
+
 class ProjectedLstmLayer(nn.Module):
     """TF ``LSTMCell(num_proj, cell_clip, proj_clip)``; weights in TF layout, gate order i, j, f, o.
 
@@ -61,17 +86,52 @@ class ProjectedLstmLayer(nn.Module):
         forget[2 * cell_dim:3 * cell_dim] = 1.0
         self.register_buffer("forget_bias", forget, persistent=False)
 
-    def _step(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        """One time step, feature-major: pre_t (4C, n) input part of the gates, h (P, n), c (C, n)."""
-        gates = _scratch(self, "gates", pre_t.shape, pre_t, h, self.state_weight)
-        i, j, f, o = torch.addmm(pre_t, self.state_weight, h, out=gates).chunk(4, dim=0)
+    def _step(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+              packed: Optional[Tuple[torch.Tensor, torch.Tensor]] = None):
+        """One time step, feature-major: pre_t (4C, n) input part of the gates, h (P, n), c (C, n); or, given
+        ``packed`` (``_onednn_weights``), batch-major: pre_t (n, 4C), h (n, P), c (n, C)."""
+        if packed is None:
+            gates = _scratch(self, "gates", pre_t.shape, pre_t, h, self.state_weight)
+            gates = torch.addmm(pre_t, self.state_weight, h, out=gates)
+        else:
+            gates = torch.ops.mkldnn._linear_pointwise.binary(h, pre_t, packed[0], None, "add")
+        i, j, f, o = gates.chunk(4, dim=0 if packed is None else 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
         if self.cell_clip:
             c = c.clamp(-self.cell_clip, self.cell_clip)
-        h = torch.mm(self.projection, torch.sigmoid(o) * torch.tanh(c))
+        m = torch.sigmoid(o) * torch.tanh(c)
+        if packed is None:
+            h = torch.mm(self.projection, m)
+        else:
+            h = torch.ops.mkldnn._linear_pointwise(m, packed[1], None, "none", [], "")
         if self.proj_clip:
             h = h.clamp(-self.proj_clip, self.proj_clip)
         return h, c
+
+    def _onednn_weights(self, *operands: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """oneDNN's prepacked copies of (state_weight, projection) when this call can use them (autograd not
+        recording, CPU, float32, oneDNN present and correct), else None.
+
+        Why: torch 2.9.1's MKL 2024.2 runs the recurrent GEMM (16384 x 512 by 8-32 rows) at 12-49 GFLOP/s on this AMD
+        EPYC (Zen 4) core, oneDNN's linear on the prepacked weight at 47-89 (1 thread, interleaved); a full-size
+        step takes 9.5 instead of 15.7 ms at 32 rows, 3.6 instead of 13.8 at 8, and the full-size ``Elmo`` forward
+        runs 1.90-1.94x as fast (``python -m elmo_module.benchmark --threads 1 --batches 6 --against plain``; README
+        "Speed"). oneDNN's linear takes batch-major input, hence the two layouts. The copies (40 MB per full-size
+        layer) are kept per layer and made again when a weight changes in place (its version) or is replaced (its
+        address), as ``CharCnnTokenEncoder``'s cache is emptied.
+        """
+        weights = (self.state_weight, self.projection)
+        tensors = (*operands, *self.parameters())
+        if (not USE_ONEDNN or not torch.backends.mkldnn.enabled
+                or any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors)
+                or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or not _onednn_works()):
+            return None
+        key = tuple((w.data_ptr(), w._version) for w in weights)
+        kept = _packed_memory.get(self)
+        if kept is None or kept[0] != key:
+            kept = _packed_memory[self] = (key, tuple(torch.ops.mkldnn._reorder_linear_weight(w.detach())
+                                                      for w in weights))
+        return kept[1]
 
     def forward(self, inputs: torch.Tensor, active: torch.Tensor, state: Tuple[torch.Tensor, torch.Tensor],
                 distinct: Optional[Tuple[torch.Tensor, torch.Tensor]] = None):
@@ -94,40 +154,53 @@ class ProjectedLstmLayer(nn.Module):
 
         # Feature-major (transposed) layout: the state is (P, n) and (C, n), so the recurrent GEMM is
         # W (4C x P) @ h (P x n), which MKL runs ~1.7x faster on one core than h (n x P) @ W^T for the 16-32 rows of
-        # a time step (measured 101 vs 59 GFLOP/s), and each gate is a contiguous row block of the (4C, n) result.
-        bias = (self.bias + self.forget_bias).unsqueeze(1)
-        weights = (bias, self.input_weight)
+        # a time step (measured 101 vs 59 GFLOP/s, torch 1.12), and each gate is a contiguous row block of the
+        # (4C, n) result. Batch-major (positions along dim 0) where oneDNN runs the steps (``_onednn_weights``).
+        packed = self._onednn_weights(inputs, *state, *(distinct[:1] if distinct else ()))
+        d = 1 if packed is None else 0  # the positions' dimension
+
+        def rows(t):  # (positions, features) <-> this call's layout
+            return t.t() if packed is None else t
+
+        def gates_shape(positions):
+            return (4 * cells, positions) if packed is None else (positions, 4 * cells)
+
+        bias = self.bias + self.forget_bias
+
+        def input_part(name, x):  # x (positions, in) -> the input part of the gates, (4C, N) or (N, 4C)
+            out = _scratch(self, name, gates_shape(x.size(0)), x, bias, self.input_weight)
+            if packed is None:
+                return torch.addmm(bias.unsqueeze(1), self.input_weight, x.t(), out=out)
+            return torch.addmm(bias, x, self.input_weight.t(), out=out)
+
         if distinct is None:
-            x = pack(inputs).t()
-            out = _scratch(self, "input_part", (bias.size(0), x.size(1)), x, *weights)
-            pre = torch.addmm(bias, self.input_weight, x, out=out)  # (4C, N)
+            pre = input_part("input_part", pack(inputs))
         else:  # full size, 803 positions of 362 distinct tokens: GEMM 145 -> 61 ms, plus 30 ms for the gather
             vectors, index = distinct
             index = pack(index)
-            out = _scratch(self, "distinct_part", (bias.size(0), vectors.size(0)), vectors, *weights)
-            distinct_part = torch.addmm(bias, self.input_weight, vectors.t(), out=out)
-            out = _scratch(self, "input_part", (bias.size(0), index.numel()), vectors, *weights)
-            pre = torch.index_select(distinct_part, 1, index, out=out)
-        h, c = state[0].t(), state[1].t()
+            distinct_part = input_part("distinct_part", vectors)
+            out = _scratch(self, "input_part", gates_shape(index.numel()), vectors, bias, self.input_weight)
+            pre = torch.index_select(distinct_part, d, index, out=out)
+        h, c = rows(state[0]), rows(state[1])
         finished_h, finished_c = [], []  # final states of rows that ended, highest rows first
         outputs, running = [], batch
         # split, not pre[:, offset:offset + n]: in training, slicing would make autograd add a full-size (4C, N) zero
         # gradient per step (pretraining ran 1.5x slower); split's backward concatenates the step gradients once
-        for n, pre_t in zip(sizes, pre.split(sizes, dim=1)):
+        for n, pre_t in zip(sizes, pre.split(sizes, dim=d)):
             if n < running:  # rows n..running-1 have ended: keep their final state, go on with a compact state
-                finished_h.append(h[:, n:])
-                finished_c.append(c[:, n:])
-                h, c, running = h[:, :n].contiguous(), c[:, :n].contiguous(), n
-            h, c = self._step(pre_t, h, c)
+                finished_h.append(h.narrow(d, n, running - n))
+                finished_c.append(c.narrow(d, n, running - n))
+                h, c, running = h.narrow(d, 0, n).contiguous(), c.narrow(d, 0, n).contiguous(), n
+            h, c = self._step(pre_t, h, c, packed)
             outputs.append(h)
-        packed_out = torch.cat(outputs, dim=1).t() if outputs else inputs.new_zeros(0, proj)  # (N, P)
+        packed_out = rows(torch.cat(outputs, dim=d)) if outputs else inputs.new_zeros(0, proj)  # (N, P)
         if full:
             out = packed_out.reshape(steps, batch, proj)
         else:
             out = inputs.new_zeros(steps, batch, proj)
             out[:len(sizes)][running_mask] = packed_out
-        final_h = torch.cat([h, *reversed(finished_h)], dim=1).t()
-        final_c = torch.cat([c, *reversed(finished_c)], dim=1).t()
+        final_h = rows(torch.cat([h, *reversed(finished_h)], dim=d))
+        final_c = rows(torch.cat([c, *reversed(finished_c)], dim=d))
         return out.transpose(0, 1).contiguous(), (final_h, final_c)
 
 
