@@ -2,7 +2,8 @@
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
-running trainings and starts no more (exit 130); one runner at a time works in a runs directory (a lock).
+running trainings and starts no more (exit 130), and so does SIGTERM (exit 143), even when the runner was started in
+the background by a script (which leaves SIGINT ignored); one runner at a time works in a runs directory (a lock).
 """
 import argparse
 import errno
@@ -10,8 +11,10 @@ import fcntl
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -76,14 +79,33 @@ def git_commit() -> str:
         return "unknown"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch scheduler's or `kill`'s stop): handled as Ctrl-C is."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM stop the trainings cleanly. A shell script's `cmd &` starts cmd with SIGINT ignored, and
+    Python then installs no handler: `kill -INT` would do nothing, so the default handler is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+
+
 def main(argv=None) -> int:
     global _lock_file
+    stop_on_signals()
     try:
         return _main(argv)
-    except KeyboardInterrupt:
-        print("\ninterrupted: the running trainings were stopped and no other run started; finished runs are kept "
-              "(run the same command again to go on)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"\n{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: the running trainings "
+              "were stopped and no other run started; finished runs are kept (run the same command again to go on)",
+              file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

@@ -211,15 +211,15 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
                 if status["status"] != "interrupted":
                     report(futures[future], status)
         except BaseException:  # Ctrl-C, a full disk: stop the trainings now rather than wait for them to end
-            previous = None
-            if threading.current_thread() is threading.main_thread():
-                previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut it short
+            previous = {}
+            if threading.current_thread() is threading.main_thread():  # a second Ctrl-C or SIGTERM must not cut it short
+                previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
             try:
                 stop_runs()
                 pool.shutdown(wait=True, cancel_futures=True)
             finally:  # an ignored SIGINT would be inherited by every process started later (and never stop them)
-                if previous is not None:
-                    signal.signal(signal.SIGINT, previous)
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
             raise
 
 

@@ -323,3 +323,38 @@ def test_archived_bilm_lets_a_fresh_clone_resume_without_pretraining(tmp_path):
     assert not list((tmp_path / "runs").glob("ner/*/log.txt")) and not (tmp_path / "bilm" / "pretrain.log").exists()
     strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall"))]
     assert strip((tmp_path / "results" / "bilm.md").read_text()) == strip(report)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_runner_started_in_the_background_by_a_script_stops_on_sigint_and_sigterm(tmp_path, signum, code):
+    """`./run_all.sh ... &` in a script starts the runner with SIGINT ignored (POSIX, for background jobs of a
+    non-interactive shell): `kill -INT` must still stop it and its training, as must a scheduler's SIGTERM."""
+    profile = {**PROFILE, "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "200"}}  # would train for many minutes
+    ignore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_sigint)
+    marker = str(tmp_path / "runs")
+
+    def training_alive():
+        return subprocess.run(["pgrep", "-f", f"allennlp train.*{marker}"], capture_output=True).returncode == 0
+
+    deadline = time.time() + 300
+    while not (training_alive() and list((tmp_path / "runs").glob("ner/*/log.txt"))):
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail(f"no training started: {process.communicate()}")
+        time.sleep(0.5)
+    time.sleep(3)
+    process.send_signal(signum)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        subprocess.run(["pkill", "-f", marker])
+        pytest.fail(f"the runner ignored signal {signum}")
+    assert process.returncode == code, err[-2000:]
+    assert "Traceback" not in err and "finished runs are kept" in err
+    deadline = time.time() + 20
+    while training_alive() and time.time() < deadline:
+        time.sleep(0.5)
+    assert not training_alive(), "the training outlived the stopped runner"
