@@ -32,7 +32,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from elmo_module.progress import progress_bar
 
 from elmo_module.bilm import ElmoBiLm
 from elmo_module.characters import batch_to_ids
@@ -156,7 +156,7 @@ def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: di
                                         shape=(total, row_width(n_layers, dim)))
     index, row = {}, 0
     bilm.eval()
-    with torch.no_grad(), tqdm(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
+    with torch.no_grad(), progress_bar(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
             ids = batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)

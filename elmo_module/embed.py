@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import List
 
 import torch
-from tqdm import tqdm
+from elmo_module.progress import progress_bar
 
 from elmo_module.characters import batch_to_ids
 from elmo_module.device import resolve
@@ -104,7 +104,7 @@ def run_embed(args) -> int:
     try:
         with h5py.File(partial, "w") as out, torch.no_grad():
             starts = range(0, len(sentences), args.batch_size)
-            for start in tqdm(starts, desc="embedding", unit="batch", total=len(starts)):
+            for start in progress_bar(starts, desc="embedding", unit="batch", total=len(starts)):
                 pause_point("embed-batch")
                 check_space(output, needed, partial.stat().st_size)  # the disk may fill while we work
                 batch = sentences[start:start + args.batch_size]

@@ -471,10 +471,10 @@ class _Progress:
     moving average of the loss; with the sampled softmax this is the sampled loss, as bilm-tf prints)."""
 
     def __init__(self, total: int, initial: int, description: str):
-        from tqdm import tqdm
+        from elmo_module.progress import progress_bar
 
-        self.bar = tqdm(total=total, initial=initial, unit="tok", unit_scale=True, desc=description,
-                        dynamic_ncols=True, mininterval=2.0)
+        self.bar = progress_bar(total=total, initial=initial, unit="tok", unit_scale=True, desc=description,
+                                dynamic_ncols=True, mininterval=2.0)
         self.average_loss = None
 
     def __call__(self, trainer: LmTrainer, loss: float, tokens: int) -> None:
