@@ -54,6 +54,9 @@ def read_run(run_dir: Path, split: str) -> dict:
         # Metrics that are fractions are reported in % like the paper's tables.
         percent = 100.0 * value if value <= 1.0 else float(value)
         state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+        dev = result.get("dev")
+        if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table
+            state["dev"] = 100.0 * dev if dev <= 1.0 else float(dev)
         second = SECOND_METRIC.get(result.get("task"))
         metrics = result.get("metrics") or {}
         second_value = metrics.get(f"{'best_validation' if split == 'dev' or dev_fallback else 'test'}_{second}")
@@ -81,6 +84,7 @@ def aggregate(cells: list, split: str) -> dict:
                        "mean": statistics.fmean(seconds), "std": statistics.stdev(seconds) if len(seconds) >= 2
                        else None} if seconds else None,
             "by_seed": {r["seed"]: r["value"] for r in runs if r["status"] == "ok"},
+            "dev_by_seed": {r["seed"]: r["dev"] for r in runs if "dev" in r},
             "dev_fallback": any(r.get("dev_fallback") for r in runs), "crashed_logs": crashed,
             "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
 
@@ -216,6 +220,18 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     extra = f"Ours: {split} metric in %, mean ± sample std over finished seeds; n=k when fewer than planned."
     if paper_table.get("split", split) != split:
         extra += f" The paper's numbers are on {paper_table['split']}."
+    if split == "test":  # the model selection's own split, so a reader can compare with the dev-only tables
+        extra += ("\n\n## The same runs on dev\n\nDev metric in % (the epoch kept), mean ± sample std, and seed by "
+                  "seed.\n\n| task | " + " | ".join(labels) + " |\n|" + "---|" * (len(labels) + 1))
+        for entry in (e for e in summary if e["column"] == labels[0]):
+            task, cols = entry["task"], []
+            for label in labels:
+                by_seed = next(e for e in summary if e["task"] == task and e["column"] == label)["dev_by_seed"]
+                values, decimals = list(by_seed.values()), DECIMALS.get(task, 1)
+                cols.append("—" if not values else _mean_std(statistics.fmean(values), statistics.stdev(values)
+                            if len(values) >= 2 else None, decimals) + " (" + ", ".join(
+                            f"seed {k}: {v:.{decimals}f}" for k, v in sorted(by_seed.items())) + ")")
+            extra += f"\n| {task} | " + " | ".join(cols) + " |"
     if others:
         extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
                   "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset); a "

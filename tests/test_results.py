@@ -148,6 +148,19 @@ def test_table1_cells_means_std_paper_values_and_error_reduction(built):
     assert "- **data**:\n  - ner: TRAIN_PATH=a.txt, DEV_PATH=b.txt\n- **weights**: tiny.hdf5" in table
 
 
+def test_table1_lists_the_same_runs_on_dev_seed_by_seed(built):
+    out, summary = built
+    dev_part = (out / "table1.md").read_text().split("## The same runs on dev", 1)[1]
+    # ner: baseline dev 90, 91, 92; ELMo dev 90 and 90 (seed 3 crashed); squad one seed each; coref nothing.
+    assert row_of(dev_part, "ner")[1:] == ["91.00 ± 1.00 (seed 1: 90.00, seed 2: 91.00, seed 3: 92.00)",
+                                           "90.00 ± 0.00 (seed 1: 90.00, seed 2: 90.00)"]
+    assert row_of(dev_part, "squad")[1:] == ["79.0 (seed 1: 79.0)", "84.0 (seed 1: 84.0)"]
+    assert row_of(dev_part, "coref")[1:] == ["—", "—"]
+    entry = next(e for e in summary["sweeps"]["table1"]["cells"] if e["task"] == "ner" and e["column"] == "ELMo")
+    assert entry["dev_by_seed"] == {"1": 90.0, "2": 90.0} or entry["dev_by_seed"] == {1: 90.0, 2: 90.0}
+    assert "same runs on dev" not in (out / "table3.md").read_text()  # a dev table needs no second one
+
+
 def test_table3_reports_dev_beside_the_papers_columns(built):
     out, _ = built
     table = (out / "table3.md").read_text()
