@@ -358,3 +358,24 @@ def test_a_runner_started_in_the_background_by_a_script_stops_on_sigint_and_sigt
     while training_alive() and time.time() < deadline:
         time.sleep(0.5)
     assert not training_alive(), "the training outlived the stopped runner"
+
+
+def test_archived_runs_and_biLM_are_not_ignored_by_git():
+    """What a multi-session profile archives in results/<profile>/ must reach git, or a fresh clone has nothing to
+    resume from. The .gitignore line `runs/` (meant for the top-level runs directory) also matched
+    results/<profile>/runs/, so one session's 12 archived SNLI/SQuAD runs were never committed."""
+    import json as json_module
+
+    if subprocess.run(["git", "rev-parse"], cwd=REPO, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    profiles = [p for p in (REPO / "runner" / "profiles").glob("*.json")
+                if json_module.loads(p.read_text()).get("archive_runs")]
+    assert profiles, "no profile archives its runs"
+    for path in profiles:
+        results = f"results/{path.stem}"
+        for kept in (f"{results}/runs/snli/table1-seed1.json", f"{results}/bilm/bilm-snli/weights.hdf5"):
+            ignored = subprocess.run(["git", "check-ignore", "-q", kept], cwd=REPO).returncode == 0
+            assert not ignored, f"git ignores {kept}: a fresh clone could not resume {path.name}"
+    # the working directories stay out of git
+    for scratch in ("runs/mini/ner/x/result.json", "artifacts/mini/bilm/weights.hdf5", "cache/elmo/x"):
+        assert subprocess.run(["git", "check-ignore", "-q", scratch], cwd=REPO).returncode == 0, scratch
