@@ -113,6 +113,23 @@ def test_train_fraction_is_a_seeded_random_subsample_and_validation_stays_whole(
     assert [i["tokens"].tokens[0].text for i in train_reader.read(path)] == first_words  # reproducible
 
 
+@pytest.mark.parametrize("task", ["snli", "squad"])
+def test_baseline_and_elmo_runs_of_a_seed_train_on_the_same_subset(knobs, task):
+    """Figure 1 compares the baseline and ELMo at a training fraction seed by seed: both must see the same examples
+    (issue 14). The ELMo config adds an indexer; the subset must depend on SEED and TRAIN_FRACTION only."""
+    def subset(elmo, seed):
+        knobs(TRAIN_FRACTION=0.5, SEED=seed, ELMO=elmo)
+        params = config_params(task)
+        reader = DatasetReader.from_params(params.pop("dataset_reader"))
+        instances = list(reader.read(params.pop("train_data_path")))
+        text = lambda f: [t.text for t in f.tokens] if hasattr(f, "tokens") else getattr(f, "label", None)
+        return [[(name, text(f)) for name, f in sorted(i.fields.items())] for i in instances]
+
+    baseline = subset("none", 2)
+    assert baseline and subset("both", 2) == baseline and subset("input", 2) == baseline
+    assert any(subset("none", s) != baseline for s in (3, 4, 5))  # another seed, another subset
+
+
 def test_subsample_keeps_at_least_one_and_rejects_bad_fractions():
     from tasks.ner.conll2003_reader import CheckedConll2003Reader
     from tasks.subsample import RandomSubsampleReader
