@@ -10,16 +10,14 @@ import errno
 import fcntl
 import json
 import os
-import platform
 import signal
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.execute import load_result, write_json
+from runner.execute import git_commit, hardware, load_result, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -58,25 +56,6 @@ def parse_args(argv=None):
                    "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
-
-
-def hardware() -> str:
-    cpu = platform.processor() or ""
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, torch {torch.__version__}"
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 class Terminated(KeyboardInterrupt):
@@ -206,7 +185,7 @@ def _main(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
 
-    from runner.results import build_results
+    from runner.results import build_results, runs_made
 
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     provenance = {
@@ -222,6 +201,7 @@ def _main(argv=None) -> int:
                           {f"{p.arg_dict['options'][0] or 'bundled tiny'} + {p.arg_dict['weights'][0] or 'bundled tiny'}"
                            for p in probes}),
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
+        "runs_made": runs_made(list(results.values())),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall_time_s": round(time.time() - started, 1),
         "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values() if result)

@@ -87,6 +87,40 @@ def stop_runs(grace_s: float = 10.0) -> int:
     return len(processes)
 
 
+def hardware() -> str:
+    cpu = ""
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+
+        cpu = platform.processor() or ""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, torch {torch.__version__}"
+
+
+def git_commit() -> str:
+    """HEAD's short hash, with "+changes" when tracked code differs from it (results/ excluded: the runner itself
+    writes there while it works)."""
+    try:
+        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
+                                         stderr=subprocess.DEVNULL).strip()
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!results"], cwd=REPO,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
+        return commit + ("+changes" if changed else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def made_record() -> dict:
+    """How a run was made, kept in its result.json (and so in a multi-session profile's archive): the code, the
+    date it finished, the machine."""
+    return {"git_commit": git_commit(), "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "hardware": hardware()}
+
+
 def train_command(task: str, model_dir: Path) -> List[str]:
     config = REPO / "jsonnet_configs" / f"{task}.jsonnet"
     return [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
@@ -145,7 +179,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
               "metrics": metrics, "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
-              "wall_time_s": wall, "log": str(log)}
+              "wall_time_s": wall, "log": str(log), "made": made_record()}
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)

@@ -157,6 +157,26 @@ def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: in
     return f"{elmo - baseline:.{decimals}f} / {100 * (elmo - baseline) / (100 - baseline):.1f}%"
 
 
+def runs_made(results: list) -> str:
+    """Where the finished runs come from, one line per commit they were made at (a multi-session profile restores
+    earlier sessions' runs): how many, the commit, the dates they finished, the machine (runner/execute.py
+    made_record). Runs archived before results carried that record are counted as such."""
+    groups = {}
+    for result in results:
+        if result:
+            made = result.get("made") or {}
+            groups.setdefault((made.get("git_commit"), made.get("hardware")), []).append(made.get("finished"))
+    lines = []
+    for (commit, machine), dates in sorted(groups.items(), key=lambda g: (min(d or "" for d in g[1]), g[0][0] or "")):
+        if commit is None:
+            lines.append(f"{len(dates)} made before runs recorded their commit and date (see the git log of the "
+                         f"archived runs)")
+        else:
+            span = min(dates) if min(dates) == max(dates) else f"{min(dates)} to {max(dates)}"
+            lines.append(f"{len(dates)} at commit {commit}, finished {span}, on {machine}")
+    return "; ".join(lines) or "none finished"
+
+
 def provenance_lines(provenance: dict) -> list:
     """The header block of every markdown file; nested dicts (e.g. data paths per task) as sub-items."""
     def flat(value):

@@ -256,3 +256,20 @@ def test_empty_mix_weights_sweep_still_builds(tmp_path):
     summary = build_results([sweep], [], {}, tmp_path, {"profile": "empty"})
     assert summary["sweeps"]["figure2"]["groups"] == []
     assert (tmp_path / "figure2.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
+    """A multi-session profile's tables say which runs each session made (commit, dates, machine), and count the
+    runs archived before result.json carried that record instead of hiding them."""
+    from runner.results import runs_made
+
+    machine = "2 CPU cores (AMD EPYC), no GPU, torch 2.9.1"
+    results = [{"made": {"git_commit": "bbb", "finished": "2026-11-25 11:00:00 UTC", "hardware": machine}},
+               {"made": {"git_commit": "aaa", "finished": "2026-11-24 09:00:00 UTC", "hardware": machine}},
+               {"made": {"git_commit": "bbb", "finished": "2026-11-25 10:00:00 UTC", "hardware": machine}},
+               {"dev": 0.5}, {"dev": 0.6}, None]
+    assert runs_made(results) == (
+        "2 made before runs recorded their commit and date (see the git log of the archived runs); "
+        f"1 at commit aaa, finished 2026-11-24 09:00:00 UTC, on {machine}; "
+        f"2 at commit bbb, finished 2026-11-25 10:00:00 UTC to 2026-11-25 11:00:00 UTC, on {machine}")
+    assert runs_made([None]) == "none finished"

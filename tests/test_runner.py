@@ -258,7 +258,10 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     archived = sorted((tmp_path / "results" / "runs").glob("ner/*.json"))
     assert len(archived) == 2
+    made = [json.loads(p.read_text())["made"] for p in archived]  # each run says how it was made
+    assert all(m["git_commit"] and m["finished"].endswith("UTC") and "torch" in m["hardware"] for m in made)
     table = (tmp_path / "results" / "table1.md").read_text()
+    assert f"- **runs_made**: 2 at commit {made[0]['git_commit']}, finished " in table
     shutil.rmtree(tmp_path / "runs")
     second = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
                             capture_output=True, text=True, timeout=600)
