@@ -99,7 +99,7 @@ elmo.experiment(reader(max_sentences=50, random_offset=paper),
     speaker_genre_features: paper,
     lexical_dropout: 0.5,
   } + elmo.model_common,
-  data_loader: {
+  data_loader+: {
     batch_size: 1,  // one document per batch (Lee et al.)
     shuffle: true,  // e2e-coref shuffles the training documents every pass (coref_model.py:63)
   } + (if paper then {

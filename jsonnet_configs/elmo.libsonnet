@@ -42,6 +42,7 @@ local orDefault(value, default) = if value == '' then default else value;
     glove_path: knob('GLOVE_PATH'),
     size: size,
     num_epochs: knob('NUM_EPOCHS'),
+    batches_per_epoch: knob('BATCHES_PER_EPOCH'),
     cuda_device: number('CUDA_DEVICE'),
     wandb: knob('WANDB') == 'true',
   },
@@ -172,5 +173,10 @@ local orDefault(value, default) = if value == '' then default else value;
   } + (if $.test_path(test) != '' then {
     test_data_path: $.test_path(test),
     evaluate_on_test: true,
+  } else {}) + (if $.knobs.batches_per_epoch != '' then {
+    // BATCHES_PER_EPOCH: an epoch of N training batches (the configs extend data_loader with `data_loader+:`).
+    // allennlp builds the validation loader from data_loader's settings unless given one: dev is always read whole.
+    data_loader+: { batches_per_epoch: std.parseJson($.knobs.batches_per_epoch) },
+    validation_data_loader: std.mergePatch(self.data_loader, { batches_per_epoch: null }),
   } else {}),
 }

@@ -55,7 +55,7 @@ elmo.experiment(reader,
       bidirectional: true,
     }, word_embedding.embedding_dim + char_filters)),
   } + elmo.model_common,
-  data_loader: {
+  data_loader+: {
     batch_size: elmo.size(64, 32, 4),
     // allennlp 0.x's "basic" iterator of the original ner_elmo shuffled every epoch; AllenNLP 2's data loader does
     // not unless asked (allennlp-models' ner_elmo.jsonnet:86-88 dropped it in the port)

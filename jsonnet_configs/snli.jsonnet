@@ -53,7 +53,7 @@ elmo.experiment(reader,
       ],
     },
   } + elmo.model_common_plus(weight_l2),
-  data_loader: {
+  data_loader+: {
     batch_sampler: { type: 'bucket', batch_size: elmo.size(32, 32, 4) },
   },
   trainer: elmo.trainer({

@@ -55,7 +55,7 @@ elmo.experiment(reader(true),
     dropout: 0.2,
     max_span_length: 17,
   } + elmo.model_common,
-  data_loader: {
+  data_loader+: {
     batch_sampler: { type: 'bucket', batch_size: elmo.size(45, 32, 4) },
   },
   trainer: elmo.trainer({

@@ -42,7 +42,7 @@ elmo.experiment(reader,
     // allennlp-models srl.jsonnet:19-23 and srl_elmo.jsonnet:25-29 (He et al. 2017 initialise orthogonally)
     initializer: { regexes: [['tag_projection_layer.*weight', { type: 'orthogonal' }]] },
   } else {}) + elmo.model_common,
-  data_loader: {
+  data_loader+: {
     batch_sampler: { type: 'bucket', batch_size: elmo.size(80, 32, 4), sorting_keys: ['tokens'] },
   },
   trainer: elmo.trainer({

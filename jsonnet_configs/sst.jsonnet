@@ -39,7 +39,7 @@ elmo.experiment(reader(std.parseJson(std.extVar('SST_PHRASES'))),
       dropout: [0.2, 0.3, 0.0],
     },
   } + elmo.model_common,
-  data_loader: {
+  data_loader+: {
     batch_sampler: { type: 'bucket', batch_size: elmo.size(100, 32, 8) },
   },
   trainer: elmo.trainer({

@@ -29,6 +29,9 @@ class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
 
+LATER_KNOBS = ("BATCHES_PER_EPOCH",)
+
+
 @dataclass(frozen=True)
 class Run:
     task: str
@@ -40,7 +43,10 @@ class Run:
 
     @property
     def run_id(self) -> str:
-        digest = hashlib.sha1(json.dumps([self.task, self.knobs]).encode()).hexdigest()[:10]
+        # a knob added after runs were archived (LATER_KNOBS) enters the identity only when it is set: adding one must
+        # not orphan every run that a multi-session profile has archived (results/<profile>/runs/)
+        knobs = [kv for kv in self.knobs if not (kv[0] in LATER_KNOBS and kv[1] == KNOBS[kv[0]])]
+        digest = hashlib.sha1(json.dumps([self.task, knobs]).encode()).hexdigest()[:10]
         return f"{self.task}-{digest}"
 
     @property
@@ -273,7 +279,18 @@ def check_sweep(sweep: dict, where: str) -> None:
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED" \
                 or not isinstance(x.get("values"), list) or not x["values"]:
             raise _key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
-        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel"), "key of x", prefix="x.")
+        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel", "knobs"), "key of x", prefix="x.")
+        # knobs: more knobs for the runs at some x values, e.g. {"0.055883": {"BATCHES_PER_EPOCH": "172"}}
+        point_knobs = x.get("knobs", {})
+        if not isinstance(point_knobs, dict):
+            raise _key_error(where, "x.knobs", "an object x value -> {knob: value}", point_knobs)
+        for value, knobs in point_knobs.items():
+            if value not in map(str, x["values"]):
+                raise _key_error(where, f"x.knobs.{value}", f"one of x.values ({', '.join(map(str, x['values']))})",
+                                 value)
+            if not isinstance(knobs, dict) or x["knob"] in knobs:
+                raise _key_error(where, f"x.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
+            _check_knob_settings(where, f"x.knobs.{value}", knobs, per_task=True)
         # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
         # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
         full = x.get("full_percent", 100)
@@ -337,7 +354,7 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
                     for seed in range(1, n_seeds + 1):
                         settings = {**column.get("knobs", {}), "SEED": str(seed)}
                         if x is not None:
-                            settings[x_knob] = str(x)
+                            settings.update(sweep["x"].get("knobs", {}).get(str(x), {}), **{x_knob: str(x)})
                         where = f"sweep '{sweep['name']}', column '{column['label']}'"
                         knobs = run_knobs(profile, task, settings, where)
                         run = Run(task, tuple(sorted(knobs.items())))

@@ -41,6 +41,11 @@ KNOBS = {
     "SIZE": "paper",
     # empty = the task's paper default
     "NUM_EPOCHS": "",
+    # empty = an epoch is one pass over the training data; N = an epoch is N batches (allennlp's data_loader
+    # batches_per_epoch: the loader cycles through the data, reshuffled at each pass). Figure 1's smallest training
+    # sets use it so that the learning-rate schedule and early stopping, which act per epoch, see as many updates
+    # as at the next point (runner/profiles/mini_snli_squad.json)
+    "BATCHES_PER_EPOCH": "",
     "CUDA_DEVICE": "-1",
     # true: log the run to Weights & Biases (allennlp's wandb callback; WANDB_MODE=offline works without network)
     "WANDB": "false",
@@ -91,6 +96,7 @@ RULES = {
     "SST_PHRASES": _one_of("true", "false"),
     "SIZE": _one_of("paper", "small", "tiny"),
     "NUM_EPOCHS": _empty_or(_number(0, integer=True, what="a positive integer")),
+    "BATCHES_PER_EPOCH": _empty_or(_number(0, integer=True, what="a positive integer")),
     "CUDA_DEVICE": _number(-1, low_open=False, integer=True),
     "WANDB": _one_of("false", "true"),
 }

@@ -213,3 +213,36 @@ def test_elmo_layer_norm_knob_reaches_every_mix(knobs, task):
     knobs(ELMO_LAYER_NORM="yes")
     with pytest.raises(Exception, match="ELMO_LAYER_NORM must be false\\|true, found yes"):
         config_params(task)
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+def test_batches_per_epoch_sets_the_training_epoch_and_dev_and_test_stay_whole(knobs, task):
+    """BATCHES_PER_EPOCH (Figure 1's smallest training sets): the training loader's epoch has N batches, while dev
+    and test are read whole (allennlp builds the validation/test loader from data_loader's settings unless given
+    one, and would otherwise evaluate N batches of dev). Every config must extend data_loader, not replace it."""
+    knobs()
+    plain = config_params(task).as_dict()
+    assert "batches_per_epoch" not in plain["data_loader"] and "validation_data_loader" not in plain
+    knobs(BATCHES_PER_EPOCH="7")
+    config = config_params(task).as_dict()
+    assert config["data_loader"] == {**plain["data_loader"], "batches_per_epoch": 7}
+    assert config["validation_data_loader"] == plain["data_loader"]
+
+
+def test_batches_per_epoch_trains_that_many_batches_per_epoch(tmp_path):
+    """A real `allennlp train` (tiny SNLI: 9 training pairs, 3 batches of at most 4; 4 dev pairs, 1 batch): with
+    BATCHES_PER_EPOCH=5 each training epoch runs 5 batches, cycling through the data; dev is still one batch."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SIZE": "tiny", "NUM_EPOCHS": "2", "BATCHES_PER_EPOCH": "5", "PYTHONPATH": str(REPO_ROOT),
+           "ALLENNLP_CACHE_ROOT": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "allennlp", "train", "jsonnet_configs/snli.jsonnet", "-s",
+                           str(tmp_path / "m"), "--include-package", "tasks"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    bars = re.findall(r"(\d+)/(\d+) \[", (tmp_path / "m" / "out.log").read_text())  # tqdm: done/total [
+    assert {total for _, total in bars} == {"5", "1"}  # training 5 (not 3), dev 1
+    assert ("5", "5") in bars and ("1", "1") in bars

@@ -382,3 +382,34 @@ def test_archived_runs_and_biLM_are_not_ignored_by_git():
     # the working directories stay out of git
     for scratch in ("runs/mini/ner/x/result.json", "artifacts/mini/bilm/weights.hdf5", "cache/elmo/x"):
         assert subprocess.run(["git", "check-ignore", "-q", scratch], cwd=REPO).returncode == 0, scratch
+
+
+def test_x_point_knobs_reach_only_their_runs_and_later_knobs_keep_run_ids():
+    """Figure 1's smallest point may set more knobs (BATCHES_PER_EPOCH); they reach the runs at that x only. A knob
+    added after runs were archived (runner/spec.py LATER_KNOBS) leaves the identity of every run that does not set
+    it unchanged, so a multi-session profile's archived runs are still found."""
+    import hashlib
+
+    from runner.spec import LATER_KNOBS
+
+    sweep = {"name": "figure1", "kind": "curve", "split": "dev", "tasks": ["ner"], "seeds": {"default": 1},
+             "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}],
+             "x": {"knob": "TRAIN_FRACTION", "values": ["0.1", "1.0"], "knobs": {"0.1": {"BATCHES_PER_EPOCH": "9"}}}}
+    runs = {c.x: c.run for c in expand_cells({}, [sweep])}
+    assert runs["0.1"].knob_dict["BATCHES_PER_EPOCH"] == "9" and runs["1.0"].knob_dict["BATCHES_PER_EPOCH"] == ""
+    full = runs["1.0"]
+    before = [kv for kv in full.knobs if kv[0] not in LATER_KNOBS]  # the knobs as they were before those were added
+    assert full.run_id == f"ner-{hashlib.sha1(json.dumps(['ner', before]).encode()).hexdigest()[:10]}"
+    assert runs["0.1"].run_id != expand_cells({}, [{**sweep, "x": {**sweep["x"], "knobs": {}}}])[0].run.run_id
+
+
+def test_every_archived_run_belongs_to_its_profiles_plan():
+    """results/<profile>/runs/ holds the runs a fresh clone restores; one whose id the plan no longer has (knobs
+    changed, a run identity that drifted) would be silently ignored and trained again."""
+    from runner.spec import load_profile, load_sweeps
+
+    for archive in sorted((REPO / "results").glob("*/runs")):
+        profile, path = load_profile(archive.parent.name)
+        ids = {r.run_id for r in unique_runs(expand_cells(profile, load_sweeps(profile, path)))}
+        stray = sorted(p.name for p in archive.glob("*/*.json") if p.stem not in ids)
+        assert not stray, f"{archive}: archived runs not in the profile's plan: {stray}"

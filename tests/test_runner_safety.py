@@ -95,6 +95,13 @@ def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
 
 
 COLUMN = {"label": "baseline", "knobs": {"ELMO": "none"}}
+
+
+def _curve(point_knobs):  # a Figure 1 sweep whose x axis sets more knobs at some points
+    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": [COLUMN], "x": {
+        "knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "knobs": point_knobs}}}}
+
+
 BAD_PROFILES = {
     "misspelt key": ({"knobz": {"SIZE": "tiny"}}, ["key 'knobz'", "did you mean 'knobs'", "expected one of"]),
     "task for tasks": ({"task": ["ner"]}, ["key 'task'", "did you mean 'tasks'"]),
@@ -117,6 +124,11 @@ BAD_PROFILES = {
     "column seed": ({"sweep_overrides": {"table1": {"columns": [{**COLUMN, "knobs": {"ELMO": "none", "SEED": "7"}}]}}},
                     ["key 'columns[0].knobs.SEED'", "the runner sets SEED", "'7'"]),
     "bad device": ({"device": "gpu"}, ["key 'device'", "cpu or cuda", "'gpu'"]),
+    "x knobs at no x value": (_curve({"0.25": {"BATCHES_PER_EPOCH": "3"}}), ["key 'x.knobs.0.25'", "one of x.values"]),
+    "x knobs set the x knob": (_curve({"0.5": {"TRAIN_FRACTION": "0.1"}}),
+                               ["key 'x.knobs.0.5'", "knobs other than TRAIN_FRACTION"]),
+    "x knobs bad value": (_curve({"0.5": {"BATCHES_PER_EPOCH": "0"}}),
+                          ["BATCHES_PER_EPOCH = '0'", "expected empty or a positive integer"]),
     "jobs as text": ({"jobs": "2"}, ["key 'jobs'", "an integer", "'2'"]),
 }
 
