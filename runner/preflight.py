@@ -410,6 +410,14 @@ def time_training_batches(task: str, knobs: Dict[str, str], data_file: Path, dev
     return seconds / counted
 
 
+def instances_per_epoch(config: dict, knobs: dict, instances: int) -> float:
+    """Training instances in one epoch of a run: its TRAIN_FRACTION of the file, or BATCHES_PER_EPOCH batches."""
+    if knobs.get("BATCHES_PER_EPOCH"):  # an epoch of N batches, however large the (sub)set
+        loader = config["data_loader"]
+        return int(knobs["BATCHES_PER_EPOCH"]) * (loader.get("batch_size") or loader["batch_sampler"]["batch_size"])
+    return instances * float(knobs["TRAIN_FRACTION"])
+
+
 def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: List[Path]) -> List[str]:
     """Per task: the measured seconds per training instance of its baseline and ELMo configs, times the training
     instances of every run (TRAIN_FRACTION) and its maximum epochs (an upper bound: early stopping ends sooner,
@@ -436,8 +444,9 @@ def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: 
                 except Exception as e:  # the plan says why instead of stopping
                     lines.append(f"  {task} ELMo {key[0]}/{key[1]}: not timed ({_first_line(e)})")
                     per_instance[key] = 0.0
-            epochs = task_config(task, k)["trainer"]["num_epochs"]
-            hours += per_instance[key] * train.instances * float(k["TRAIN_FRACTION"]) * epochs / 3600
+            config = task_config(task, k)
+            hours += per_instance[key] * instances_per_epoch(config, k, train.instances) * \
+                config["trainer"]["num_epochs"] / 3600
         timings = ", ".join(f"ELMo {e}/{m}: {1000 * s:.2f} ms" for (e, m), s in sorted(per_instance.items()))
         lines.append(f"  {task}: <= {hours:,.0f} GPU hours for its {sum(r.task == task for r in runs)} runs "
                      f"(per training instance {timings}; ~{train.instances:,} training instances)")

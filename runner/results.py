@@ -327,7 +327,10 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             ax.text(0.5, 0.5, "no finished runs yet", transform=ax.transAxes, ha="center", va="center")
     drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
     paper_note = paper.get(sweep["name"], {}).get("note", "—")
-    extra = f"Mean ± sample std over finished seeds ({split}, %). Paper: {paper_note}"
+    point_knobs = "".join(f" At {_percent_text(x, percents[x], full)} the runs also set "
+                          f"{', '.join(f'{k}={v}' for k, v in knobs.items())}."
+                          for x, knobs in sweep["x"].get("knobs", {}).items())
+    extra = f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}"
     write_atomic(out_dir / f"{sweep['name']}.md", _markdown(
         sweep.get("title", sweep["name"]), provenance, ["task", "training data"] + [f"{l} (ours)" for l in labels],
         rows, notes, extra))

@@ -300,3 +300,16 @@ def test_every_paper_size_config_trains_on_the_stand_in(stand_in, tmp_path, monk
                           overrides=json.dumps({"evaluate_on_test": False}))  # training and validation suffice
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert math.isfinite(metrics["training_loss"])
+
+
+@pytest.mark.parametrize("task, batch", [("snli", 32), ("ner", 64)])
+def test_gpu_hour_estimate_counts_an_epoch_of_batches_per_epoch(task, batch):
+    """The plan's GPU hours multiply each run's epoch by its epochs: BATCHES_PER_EPOCH makes that epoch N batches of
+    the config's batch size (sampler or plain), whatever TRAIN_FRACTION is."""
+    from runner.preflight import instances_per_epoch, task_config
+    from tasks.knobs import KNOBS
+
+    knobs = {**KNOBS, "SIZE": "paper", "TRAIN_FRACTION": "0.001"}
+    assert instances_per_epoch(task_config(task, knobs), knobs, 550_000) == pytest.approx(550)
+    knobs["BATCHES_PER_EPOCH"] = "172"
+    assert instances_per_epoch(task_config(task, knobs), knobs, 550_000) == 172 * batch

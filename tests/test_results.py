@@ -113,7 +113,8 @@ def built(tmp_path_factory):
         {"name": "table3", "kind": "table", "title": "Table 3", "split": "dev", "tasks": ["snli", "squad"],
          "columns": [{"label": lab, "knobs": {}} for lab in ("input", "input+output", "output")], "seeds": {}},
         {"name": "figure1", "kind": "curve", "title": "Figure 1", "split": "test", "tasks": ["snli", "srl"],
-         "columns": columns, "seeds": {"default": 2}, "x": {"knob": "TRAIN_FRACTION", "values": xs}},
+         "columns": columns, "seeds": {"default": 2}, "x": {"knob": "TRAIN_FRACTION", "values": xs,
+                                                            "knobs": {"0.001": {"BATCHES_PER_EPOCH": "172"}}}},
         {"name": "figure2", "kind": "mix_weights", "title": "Figure 2", "split": "dev", "tasks": [], "columns": [],
          "from": ["table1", "table3"]},
     ]
@@ -186,6 +187,7 @@ def test_figure1_curve_png_lines_and_table(built):
     srl_10 = row_of(table, "srl", "10%")
     assert srl_10[2].startswith("crashed (see ") and srl_10[3] == "56.5 ± 0.7"
     assert row_of(table, "srl", "100%")[2:] == ["61.5 ± 0.7", "missing"]
+    assert "At 0.1% the runs also set BATCHES_PER_EPOCH=172." in table  # a point's own knobs are said
 
 
 def test_figure2_mix_weights_averaged_per_task_and_placement(built):
