@@ -114,10 +114,10 @@ def git_commit() -> str:
         return "unknown"
 
 
-def made_record() -> dict:
-    """How a run was made, kept in its result.json (and so in a multi-session profile's archive): the code, the
-    date it finished, the machine."""
-    return {"git_commit": git_commit(), "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+def made_record(commit: str) -> dict:
+    """How a run was made, kept in its result.json (and so in a multi-session profile's archive): the code it
+    started with, the date it finished, the machine."""
+    return {"git_commit": commit, "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "hardware": hardware()}
 
 
@@ -141,7 +141,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     (run_dir / "failed.json").unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
-    command = train_command(task, model_dir)
+    command, commit = train_command(task, model_dir), git_commit()  # the code the training reads as it starts
     log = run_dir / "log.txt"
     start = time.time()
     with open(log, "w") as out:
@@ -179,7 +179,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
               "metrics": metrics, "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
-              "wall_time_s": wall, "log": str(log), "made": made_record()}
+              "wall_time_s": wall, "log": str(log), "made": made_record(commit)}
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)
