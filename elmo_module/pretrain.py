@@ -611,6 +611,9 @@ def run_pretrain(args) -> int:
     seconds = time.perf_counter() - started - eval_seconds[0]  # training time only
     result = trainer.history[-1] if trainer.history[-1]["step"] == trainer.step else evaluate()
     trainer.save_checkpoint(checkpoint_path)
+    # a resumed run's perplexity.json describes the weights about to be replaced: gone until the new files are all
+    # written, so a kill between them never leaves new weights beside the old record (or the reverse)
+    (out / "perplexity.json").unlink(missing_ok=True)
     write_language_model(model, vocabulary, out)
     _write_json(out / "perplexity.json", {
         "heldout": result, "history": trainer.history, "vocabulary_size": len(vocabulary),

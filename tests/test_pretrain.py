@@ -381,3 +381,27 @@ def test_sampled_softmax_removes_exactly_the_accidental_hits():
         logits += [hidden[row] @ weight[k] + bias[k] - logq[k] for k in negatives.tolist() if k != target]
         expected += torch.logsumexp(torch.stack(logits), 0) - logits[0]
     torch.testing.assert_close(softmax_nll(hidden, targets, weight, bias, negatives), expected)
+
+
+def test_resumed_pretraining_killed_between_its_files_leaves_no_perplexity_record(tmp_path):
+    """A pretraining resumed for a second epoch and killed after writing its new softmax.hdf5, before weights.hdf5:
+    before the fix the directory still held the first epoch's perplexity.json (a complete-looking record) beside the
+    second epoch's softmax and the first epoch's weights. Now the record is gone until every file is written; the
+    resumed run then finishes with the record of its new weights."""
+    data = write_corpus(tmp_path / "corpus")
+    out = tmp_path / "lm"
+    assert pretrain(data, out, "--epochs", "1") == 0
+    command = [sys.executable, "-m", "elmo_module", "pretrain", "--options", str(data / "options.json"), "--train",
+               str(data / "train.txt"), "--heldout", str(data / "heldout.txt"), "--out", str(out), *TRAIN_ARGS,
+               "--epochs", "2", "--resume", "--threads", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, cwd=REPO, env={**env, "ELMO_PAUSE_AT": "softmax-written"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert any("paused at softmax-written" in line for line in process.stderr), process.wait()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not (out / "perplexity.json").exists()
+    assert subprocess.run(command, cwd=REPO, env=env, capture_output=True).returncode == 0
+    assert json.loads((out / "perplexity.json").read_text())["epochs_completed"] == 2
