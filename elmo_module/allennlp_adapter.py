@@ -156,7 +156,7 @@ def mix_weights_summary(model: torch.nn.Module) -> Dict[str, Any]:
     for path, module in model.named_modules():
         if isinstance(module, ScalarMix):
             summary[path] = {"placement": getattr(module, "placement", None), "mode": module.mode,
-                             "weights": [round(float(w), 6) for w in module.normalized_weights()],
+                             "weights": [round(float(w), 6) for w in module.normalized_weights().detach()],
                              "raw_weights": [round(float(w), 6) for w in module.mix_weights],
                              "gamma": round(float(module.gamma), 6)}
     return summary
