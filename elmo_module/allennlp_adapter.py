@@ -157,8 +157,8 @@ def mix_weights_summary(model: torch.nn.Module) -> Dict[str, Any]:
         if isinstance(module, ScalarMix):
             summary[path] = {"placement": getattr(module, "placement", None), "mode": module.mode,
                              "weights": [round(float(w), 6) for w in module.normalized_weights().detach()],
-                             "raw_weights": [round(float(w), 6) for w in module.mix_weights],
-                             "gamma": round(float(module.gamma), 6)}
+                             "raw_weights": [round(float(w), 6) for w in module.mix_weights.detach()],
+                             "gamma": round(float(module.gamma.detach()), 6)}
     return summary
 
 
