@@ -173,11 +173,15 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     trainer = json.loads((model_dir / "config.json").read_text())["trainer"]
     metric = trainer.get("validation_metric", "-loss")
     metric = (metric[0] if isinstance(metric, list) else metric).lstrip("+-")
+    epochs = sorted((json.loads(f.read_text()) for f in model_dir.glob("metrics_epoch_*.json")),
+                    key=lambda m: m.get("epoch", 0))  # the learning curve: was the run still improving at its end?
     mix_path = model_dir / "elmo_mix_weights.json"
     inputs_path = run_dir / "inputs.json"
     result = {"run_id": run_dir.name, "task": task, "seed": int(knobs["SEED"]), "knobs": knobs, "metric": metric,
               "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
-              "metrics": metrics, "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
+              "metrics": metrics, "epochs": [{"epoch": m.get("epoch"), "training": m.get(f"training_{metric}"),
+                                              "validation": m.get(f"validation_{metric}")} for m in epochs],
+              "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
               "wall_time_s": wall, "log": str(log), "made": made_record(commit)}
     if not keep_models:

@@ -260,6 +260,8 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert len(archived) == 2
     made = [json.loads(p.read_text())["made"] for p in archived]  # each run says how it was made
     assert all(m["git_commit"] and m["finished"].endswith("UTC") and "torch" in m["hardware"] for m in made)
+    curves = [json.loads(p.read_text())["epochs"] for p in archived]  # the dev metric of every epoch (NUM_EPOCHS 1)
+    assert all([e["epoch"] for e in c] == [0] and isinstance(e["validation"], float) for c in curves for e in c)
     table = (tmp_path / "results" / "table1.md").read_text()
     assert f"- **runs_made**: 2 at commit {made[0]['git_commit']}, finished " in table
     shutil.rmtree(tmp_path / "runs")
