@@ -248,7 +248,7 @@ class LmTrainer:
         nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.clip)
         self.optimizer.step()
         self.state = (state[0].detach(), state[1].detach())  # carried to the next window, gradient stops here
-        return float(loss)
+        return float(loss.detach())
 
     def run(self, done: Callable[["LmTrainer"], bool], progress=None,
             after_step: Optional[Callable[["LmTrainer", float], None]] = None) -> None:
