@@ -143,10 +143,13 @@ def _main(argv=None) -> int:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
         archive = restore_archived(profile, runs, run_dir, results_dir)
+        # what has no result yet: only these need the biLM (a fresh clone of a finished multi-session profile has
+        # none, nor its biLM's weights, which stay out of git) and its files
+        unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
         parallel = args.jobs or int(profile.get("jobs", 1))
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
-            if not args.baselines_only and any(r.uses_elmo for r in wanted):
+            if not args.baselines_only and any(r.uses_elmo for r in unrun):
                 from runner.bilm import prepare_bilm, stages_pending
 
                 task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
@@ -156,7 +159,7 @@ def _main(argv=None) -> int:
                                                   runs, run_dir, runs_dir, cells, parallel, args, archive)
                 else:
                     prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
-            _check_inputs(profile, wanted)
+            _check_inputs(profile, unrun)
             if profile.get("archive_runs") and profile.get("bilm"):
                 from runner.bilm import archive_bilm
 
@@ -216,7 +219,7 @@ def _main(argv=None) -> int:
         from runner.bilm import bilm_markdown, bilm_report
         from runner.results import provenance_lines, write_atomic
 
-        report = bilm_report(profile)
+        report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
         results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
     build_results(sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
@@ -259,16 +262,10 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     result.json in RESULTS/runs/TASK/RUN_ID.json, written as each run finishes. A fresh clone (runs/ is not in git)
     then resumes where the last session stopped: the copies go back into the runs directory here and count as
     finished once their recorded input checksums match this machine's files (else they are stale, as any finished
-    run: check_finished). The profile's own biLM is kept likewise in RESULTS/bilm/ (runner/bilm.py archive_bilm) and
-    restored first. Returns the function that archives one finished run directory, or None."""
+    run: check_finished). Of the profile's own biLM only the stages' records are kept, in RESULTS/bilm/ (runner/bilm.py
+    archive_bilm). Returns the function that archives one finished run directory, or None."""
     if not profile.get("archive_runs"):
         return None
-    if profile.get("bilm"):
-        from runner.bilm import restore_bilm
-
-        if restore_bilm(profile, results_dir / "bilm"):
-            print(f"restored the profile's biLM from {results_dir / 'bilm'} (the weights the archived runs read)",
-                  flush=True)
     archive_dir = results_dir / "runs"
     restored = 0
     for run in runs:

@@ -205,14 +205,20 @@ def _stages(out: Path) -> List[dict]:
     return json.loads(path.read_text()) if path.is_file() else []
 
 
-def bilm_report(profile: dict) -> Optional[dict]:
-    """What the profile's biLM stages produced (their perplexity.json and stages.json), for results/."""
+def bilm_report(profile: dict, archive: Optional[Path] = None) -> Optional[dict]:
+    """What the profile's biLM stages produced (their perplexity.json and stages.json), for results/; a stage with
+    no output here is read from ``archive`` (archive_bilm), if given and kept there."""
     spec = profile.get("bilm")
     if not spec:
         return None
+
+    def records(out: Path) -> Path:
+        kept = archive / out.name if archive is not None else out
+        return out if (out / "perplexity.json").is_file() or not (kept / "perplexity.json").is_file() else kept
+
     report = {"pretrain": None, "finetune": {}}
     if "pretrain" in spec:
-        out = repo_path(spec["pretrain"]["out"])
+        out = records(repo_path(spec["pretrain"]["out"]))
         report["pretrain"] = {"out": spec["pretrain"]["out"], "done": pretraining_done(out, spec["pretrain"]["args"]),
                               "stages": _stages(out)}
         if (out / "perplexity.json").is_file():
@@ -222,7 +228,7 @@ def bilm_report(profile: dict) -> Optional[dict]:
         report["from"] = (spec.get("finetune") or {}).get("from")
     fine = spec.get("finetune") or {}
     for task in fine.get("tasks", []):
-        target = repo_path(fine["out"].format(task=task))
+        target = records(repo_path(fine["out"].format(task=task)))
         if (target / "perplexity.json").is_file():
             report["finetune"][task] = {"out": fine["out"].format(task=task), "stages": _stages(target),
                                         "perplexity": json.loads((target / "perplexity.json").read_text())}
@@ -273,13 +279,12 @@ def _pretrain_lines(pre: dict) -> List[str]:
     return lines
 
 
-# What a multi-session profile ("archive_runs": true) keeps of its biLM in RESULTS/bilm/<stage dir name>/, so that a
-# fresh clone (artifacts/ is not in git) resumes with the very weights its archived ELMo runs read (their recorded
-# checksums must match, runner/inputs.py): pretraining the same biLM again costs an hour and need not give the same
-# bits. The fine-tuned weights are what the runs read; of the pretraining only its record (for bilm.md), since the
-# fine-tunings it fed are kept whole.
-_KEEP = {"pretrain": ("options.json", "perplexity.json", "stages.json"),
-         "finetune": ("options.json", "weights.hdf5", "perplexity.json", "stages.json")}
+# What a multi-session profile ("archive_runs": true) keeps of its biLM in RESULTS/bilm/<stage dir name>/: each
+# stage's record (options, perplexities, commands and wall times), so that a fresh clone (artifacts/ is not in git)
+# still reports it in bilm.md. Not the weights: generated weights stay out of git. A fresh clone whose archived runs
+# are all finished trains nothing and needs no biLM; one with ELMo runs still to do runs the stages again, which
+# need not give the same bits, and then lists the archived ELMo runs that read other weights as stale.
+_RECORDS = ("options.json", "perplexity.json", "stages.json")
 
 
 def _stage_dirs(profile: dict) -> List[tuple]:
@@ -290,11 +295,11 @@ def _stage_dirs(profile: dict) -> List[tuple]:
 
 
 def archive_bilm(profile: dict, archive: Path) -> None:
-    """Copy each finished stage's files into ARCHIVE/<dir name>/ (write-then-rename; unchanged files are skipped)."""
-    for kind, out in _stage_dirs(profile):
+    """Copy each finished stage's records into ARCHIVE/<dir name>/ (write-then-rename; unchanged files are skipped)."""
+    for _, out in _stage_dirs(profile):
         if not (out / "perplexity.json").is_file():
             continue
-        for name in _KEEP[kind]:
+        for name in _RECORDS:
             source, target = out / name, archive / out.name / name
             if not source.is_file() or (target.is_file() and target.read_bytes() == source.read_bytes()):
                 continue
@@ -302,21 +307,3 @@ def archive_bilm(profile: dict, archive: Path) -> None:
             partial = target.with_name(name + ".partial")
             shutil.copyfile(source, partial)
             os.replace(partial, target)
-
-
-def restore_bilm(profile: dict, archive: Path) -> int:
-    """Put an archived biLM back where the stages write it, only when no stage output is here at all and the archive
-    holds every stage (else the stages run as usual; a biLM made here wins over the archive). Returns the number of
-    stage directories restored."""
-    dirs = _stage_dirs(profile)
-    if not dirs or any((out / "perplexity.json").exists() for _, out in dirs):
-        return 0
-    if not all((archive / out.name / name).is_file() for kind, out in dirs for name in _KEEP[kind]
-               if name != "stages.json"):
-        return 0
-    for kind, out in reversed(dirs):  # the pretraining's record last: alone it would say "done" without weights
-        out.mkdir(parents=True, exist_ok=True)
-        for name in _KEEP[kind]:
-            if (archive / out.name / name).is_file():
-                shutil.copyfile(archive / out.name / name, out / name)
-    return len(dirs)
