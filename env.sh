@@ -4,7 +4,8 @@ cache=${ELMO_CACHE_ROOT:-$PWD/cache}
 mkdir -p "$cache/nltk/tokenizers/punkt"  # silences allennlp_models' nltk download attempt
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NLTK_DATA="${NLTK_DATA:-$cache/nltk}" \
   WANDB_MODE="${WANDB_MODE:-offline}" HF_HOME="${HF_HOME:-$cache/hf}" \
-  ALLENNLP_CACHE_ROOT="${ALLENNLP_CACHE_ROOT:-$cache/allennlp}" TOKENIZERS_PARALLELISM=false
+  ALLENNLP_CACHE_ROOT="${ALLENNLP_CACHE_ROOT:-$cache/allennlp}" TOKENIZERS_PARALLELISM=false \
+  WANDB_ERROR_REPORTING="${WANDB_ERROR_REPORTING:-false}"  # wandb >= 0.16 tries to reach its error service otherwise
 # No MKL_DEBUG_CPU_TYPE: torch 1.12's MKL 2020.0 needed =5 for its AVX2 path on AMD CPUs; the MKL 2024.2 in torch
 # 2.9.1 ignores it (a GEMM is bit-identical with and without it, and as fast; README, "Speed").
 # Third-party deprecation notices printed by every command (fairscale's use of torch.cuda.amp under torch 2, spaCy's
