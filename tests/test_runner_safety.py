@@ -97,9 +97,9 @@ def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
 COLUMN = {"label": "baseline", "knobs": {"ELMO": "none"}}
 
 
-def _curve(point_knobs):  # a Figure 1 sweep whose x axis sets more knobs at some points
-    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": [COLUMN], "x": {
-        "knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "knobs": point_knobs}}}}
+def _curve(point_knobs, values=("0.5", "1.0"), columns=(COLUMN,)):  # a Figure 1 sweep; its x axis may set more knobs
+    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": list(columns), "x": {
+        "knob": "TRAIN_FRACTION", "values": list(values), "knobs": point_knobs}}}}
 
 
 BAD_PROFILES = {
@@ -130,6 +130,14 @@ BAD_PROFILES = {
     "x knobs bad value": (_curve({"0.5": {"BATCHES_PER_EPOCH": "0"}}),
                           ["BATCHES_PER_EPOCH = '0'", "expected empty or a positive integer"]),
     "jobs as text": ({"jobs": "2"}, ["key 'jobs'", "an integer", "'2'"]),
+    # sweep shapes that used to train and report silently wrong cells (issue 25)
+    "task twice in a sweep": ({"sweep_overrides": {"table1": {**ONE_COLUMN["table1"], "tasks": ["ner", "ner"]}}},
+                              ["key 'tasks'", "expected each task once", "'ner'"]),
+    "x value twice": (_curve({}, values=("0.5", "1.0", "1")), ["key 'x.values[2]'", "values that differ", "'1'"]),
+    "x knobs set a column's knob": (_curve({"1.0": {"ELMO": "input"}}),
+                                    ["key 'x.knobs.1.0.ELMO'", "column 'baseline' sets ELMO", "'input'"]),
+    "column sets the x knob": (_curve({}, columns=[{**COLUMN, "knobs": {"ELMO": "none", "TRAIN_FRACTION": "0.1"}}]),
+                               ["key 'columns[0].knobs.TRAIN_FRACTION'", "no TRAIN_FRACTION in a column", "'0.1'"]),
 }
 
 
