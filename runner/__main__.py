@@ -330,12 +330,13 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
     result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
     warning says how many."""
-    from runner.inputs import Checksums, run_inputs, stale_inputs
+    from runner.inputs import Checksums, input_paths, run_inputs, stale_inputs
 
     checksums = Checksums(runs_dir / ".checksums.json")
     inputs, finished, stale, unverified = {}, set(), [], 0
     for run in runs:
-        inputs[run] = run_inputs(run.knob_dict, run.uses_elmo, checksums, repo_path)
+        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
+        inputs[run] = run_inputs(paths, checksums, repo_path)
         result, problem = load_result(run_dir[run] / "result.json")
         if problem:
             print(f"warning: {problem}: counted as " + ("missing (run the runner without --build-only to redo it)"
@@ -344,7 +345,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
             continue
         if result.get("inputs") is None:
             unverified += 1
-        changed = stale_inputs(result.get("inputs"), inputs[run], run.knob_dict)
+        changed = stale_inputs(result.get("inputs"), inputs[run], paths)
         if changed:
             stale.append((run, changed))
         else:

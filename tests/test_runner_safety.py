@@ -190,13 +190,29 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     assert "1 finished runs read files that have changed since" in err
     assert f"{result_path.parent}: TRAIN_PATH ({data})" in err and "--redo-stale" in err
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # no table from stale results
-    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"] is None  # empty knob: the bundled sample
+    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"]  # empty knob: the bundled sample, checked too
     assert len(fake_training) == 1
 
     assert runner_main.main(runner_args(tmp_path, path, "--redo-stale")) == 0
     assert len(fake_training) == 2 and (result_path.parent / "result.stale.json").is_file()
     assert json.loads(result_path.read_text())["inputs"]["TRAIN_PATH"] != recorded["TRAIN_PATH"]
     assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 2
+
+
+def test_a_changed_bundled_sample_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
+    """Issue 25: the bundled sample data and biLM (empty path knobs, the default profile) carried no checksum, so a
+    run stayed "finished" after they were edited. The edit is simulated on the run's record (a test must not write
+    into the repository): the recorded checksum of the bundled dev file is not today's."""
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    result = json.loads(result_path.read_text())
+    result["inputs"] = {**result["inputs"], "DEV_PATH": "0" * 64}
+    result_path.write_text(json.dumps(result))
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    err = capsys.readouterr().err
+    assert f"{result_path.parent}: DEV_PATH (tasks/ner/sample_data/dev.txt)" in err and len(fake_training) == 1
 
 
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
