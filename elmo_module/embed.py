@@ -43,17 +43,21 @@ def read_sentences(path) -> List[List[str]]:
         raise ElmoInputError(f"--input '{path}' is a directory; expected a text file, one sentence per line")
     if not path.is_file():
         raise ElmoInputError(f"input file '{path}' does not exist")
-    sentences = []
+    sentences, number = [], 0
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            if number == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ElmoInputError(f"{path} line {number}: not valid UTF-8 "
-                                     f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
-            sentences.append(line.split())
+        for chunk in f:  # split at \n; then at \r too, as bilm-tf and allennlp's `elmo` read (text-mode universal
+            # newlines): a CR-only file (old Mac) is one line per sentence, not one sentence
+            chunk = chunk.removesuffix(b"\n")
+            for raw in chunk.removesuffix(b"\r").split(b"\r"):
+                number += 1
+                if number == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ElmoInputError(f"{path} line {number}: not valid UTF-8 "
+                                         f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+                sentences.append(line.split())
     return sentences
 
 

@@ -45,6 +45,23 @@ SENSES = {("bank", "noun"): ["bank.money", "bank.slope"], ("riverbank", "noun"):
           ("good", "adj"): ["good.a"], ("fine", "adj"): ["fine.s"]}
 
 
+def test_pos_and_key_files_drop_a_byte_order_mark(tmp_path):
+    """Issue 25: the POS probe read a UTF-8 byte-order mark into the first token ('\ufeffThe'); the task readers
+    drop it. Lines may end in \r\n or \r as well."""
+    marked = "\ufeffThe\tDT\r\ndog\tNN\r\n\r\nIt\tPRP\r"
+    assert read_tagged(_write(tmp_path / "p.txt", marked)) == [[("The", "DT"), ("dog", "NN")], [("It", "PRP")]]
+    assert read_key_file(_write(tmp_path / "k.txt", "\ufeffd0.s0.t0 bank%1:14:00::\n")) == {
+        "d0.s0.t0": ["bank%1:14:00::"]}
+
+
+def test_a_wordnet_file_with_a_byte_that_is_not_utf8_is_one_line(tmp_path):
+    write_dict(tmp_path, SYNSETS, SENSES)
+    index = tmp_path / "index.noun"
+    index.write_bytes(index.read_bytes().replace(b"riverbank", b"riverb\xe4nk"))
+    with pytest.raises(ElmoInputError, match=r"index\.noun:\d+: expected UTF-8 text, found byte 0xe4 at column 7$"):
+        WordNet(tmp_path).first_sense("bank", "NOUN")
+
+
 def test_sense_keys_and_first_sense_from_index_and_data_files(tmp_path):
     write_dict(tmp_path, SYNSETS, SENSES)
     wn = WordNet(tmp_path)
