@@ -113,6 +113,8 @@ def _main(argv=None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
+        profile["device"] = args.device
     runs = unique_runs(cells)
     name = profile["name"]
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
@@ -133,7 +135,7 @@ def _main(argv=None) -> int:
         if status is not None:
             return status
         try:  # after the preflight, which lists an unusable GPU among every other problem
-            gpus, stage_device, device_line = device_plan(args.device or profile.get("device", "cpu"), args)
+            gpus, stage_device, device_line = device_plan(profile.get("device", "cpu"), args)
         except SpecError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -445,6 +447,8 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
     if args.executor == "ray" and (args.gpus_per_run or 0) > 0:
         extra["CUDA_DEVICE"] = "0"  # Ray sets CUDA_VISIBLE_DEVICES to the run's GPU
+    elif profile.get("device") == "cpu":  # --device cpu on a GPU profile: its CUDA_DEVICE knob (paper: 0) is not used
+        extra["CUDA_DEVICE"] = "-1"
     return {"task": run.task, "knobs": k, "run_dir": str(directory), "extra_env": extra,
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 

@@ -82,7 +82,10 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
 # ---------------------------------------------------------------- the GPU
 
 def gpu_index(profile: dict, runs) -> Optional[int]:
-    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU."""
+    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU, and for
+    "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
+    if profile.get("device") == "cpu":
+        return None
     devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
     if devices:
         return devices[0]
@@ -100,7 +103,8 @@ def gpu_problems(profile: dict, runs) -> List[Problem]:
         return []
     return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile['name']}' has "
                                     f"\"device\": \"{profile.get('device', 'cpu')}\", CUDA_DEVICE {index})",
-                    reason, "Run on a machine with such a GPU, or use a CPU profile (e.g. --profile mini)")]
+                    reason, "Run on a machine with such a GPU, or add --device cpu to check the inputs (and run) "
+                            "here on the CPU")]
 
 
 # ---------------------------------------------------------------- the task config, GloVe
@@ -506,15 +510,17 @@ def _gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]
     from elmo_module.device import cuda_problem, describe
 
     index = gpu_index(profile, runs)
-    reason = cuda_problem(index or 0)
+    if index is None:
+        return ["GPU hours: not estimated (the runs are to run on the CPU); run --check on the GPU machine for an "
+                "estimate from a short timing there."]
+    reason = cuda_problem(index)
     if reason is not None:
         return [f"GPU hours: no estimate possible on this machine ({reason}); the estimate times a few training "
                 f"batches of each task's paper-size config on the GPU the runs will use: run --check there."]
     if not measure:
         return ["GPU hours: run with --check for an estimate from a short timing on this GPU."]
     return [f"GPU hours per task, from {TIMED_BATCHES} timed training batches each on "
-            f"{describe(f'cuda:{index or 0}')}:"] + gpu_hours(profile, runs, samples, scratch, index or 0,
-                                                                  bilm_outputs(profile))
+            f"{describe(f'cuda:{index}')}:"] + gpu_hours(profile, runs, samples, scratch, index, bilm_outputs(profile))
 
 
 def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_cache: bool) -> List[str]:

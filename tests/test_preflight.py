@@ -4,7 +4,10 @@ defect; and every paper-size config trains on the stand-ins (the check that the 
 matches what each task's config needs, which the paper profile once got wrong for NER and SRL)."""
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from collections import namedtuple
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import numpy as np
 import pytest
 
 from runner.spec import expand_cells, load_profile, load_sweeps, unique_runs
+from tasks.knobs import KNOBS
 from tests.elmo_fixtures import write_random_elmo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,7 +139,7 @@ def test_preflight_passes_on_the_stand_in_and_plans(stand_in, tmp_path, monkeypa
         assert f"  {task}: " in text
     # the trees hold chinese/ and arabic/ beside english/: read English only, and say what was skipped
     assert "srl TRAIN_PATH: 2 files" in text and "skipped non-English: arabic 2, chinese 2" in text
-    assert "activation caches in" in text and "GPU hours: no estimate possible" in text
+    assert "activation caches in" in text and "GPU hours: not estimated (the runs are to run on the CPU)" in text
 
 
 def test_readers_read_english_only_and_warn_on_the_other_release(stand_in, caplog):
@@ -254,6 +258,31 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
                  "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "plan of profile 'paper'" in out and "srl TRAIN_PATH: 2 files" in out and not (tmp_path / "runs").exists()
+
+
+def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
+    """Issue 25: `--profile paper --check` read the profile's "device": "cuda" and CUDA_DEVICE 0 whatever --device
+    said, so a CPU machine (where one checks the inputs before renting GPUs) always failed with "GPU 0: expected a
+    CUDA GPU". The real paper profile and the real command, in its own process, on the stand-in."""
+    env = {**os.environ, **stand_in[1], "CUDA_VISIBLE_DEVICES": ""}  # no GPU, whatever this machine has
+    for knob in KNOBS:
+        env.pop(knob, None)
+    done = subprocess.run([sys.executable, "-m", "runner", "--profile", "paper", "--check", "--device", "cpu",
+                           "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+                           "--cache-dir", str(tmp_path / "cache")], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "plan of profile 'paper'" in done.stdout and "fine-tune on snli's training text" in done.stdout
+    assert "GPU hours: not estimated (the runs are to run on the CPU)" in done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
+    import elmo_module.device
+
+    monkeypatch.setattr(elmo_module.device, "cuda_problem", lambda index=0: "no CUDA GPU is visible")
+    problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"], device="cuda")
+    assert "add --device cpu to check the inputs (and run) here" in str(problems[0])
 
 
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):

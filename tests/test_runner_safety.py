@@ -170,6 +170,23 @@ def test_only_with_a_misspelt_sweep_changes_nothing(tmp_path, capsys, fake_train
     assert (tmp_path / "results" / "summary.json").read_text() == summary
 
 
+def test_device_cpu_overrides_a_gpu_profile_for_the_runs(tmp_path, capsys, monkeypatch):
+    """Issue 25: --device cpu was ignored by the preflight and by the runs (a profile's CUDA_DEVICE knob 0 still
+    reached `allennlp train`). The training stand-in records the CUDA_DEVICE it was given."""
+    seen = tmp_path / "cuda_device.txt"
+
+    def command(task, model_dir):
+        record = f"open({str(seen)!r}, 'a').write(os.environ['CUDA_DEVICE'] + '\\n')\n"
+        return [sys.executable, "-c", FAKE_TRAINING + record, str(model_dir)]
+
+    monkeypatch.setattr(execute, "train_command", command)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    path = write_profile(tmp_path, device="cuda", knobs={"SIZE": "tiny", "NUM_EPOCHS": "1", "CUDA_DEVICE": "0"})
+    assert runner_main.main(runner_args(tmp_path, path, "--device", "cpu")) == 0, capsys.readouterr().err
+    assert seen.read_text() == "-1\n"
+    assert "runner: device cpu" in capsys.readouterr().out
+
+
 # ---- what a finished run read --------------------------------------------------------------------------------------
 
 def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
