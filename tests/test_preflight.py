@@ -184,6 +184,36 @@ def _bad_ner_line(env, root):
     _replace(Path(env["CONLL2003_DIR"]) / "eng.train", "Keller NNP I-NP I-PER", "Keller NNP I-PER")
 
 
+def _cut_large_squad(env, root):
+    """A 30 MB download cut short: over the size the preflight samples (it parsed it itself and blamed the config)."""
+    path = Path(env["SQUAD_DIR"]) / "train-v1.1.json"
+    document = json.loads(path.read_text())
+    text = json.dumps({**document, "data": document["data"] * 2000})
+    assert len(text) > 2 * 4 * 256 * 1024
+    path.write_text(text[:len(text) // 2])
+
+
+def _misspelt_options_key(env, root):
+    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json", "use_skip_connections", "use_skip_conections")
+
+
+def _cut_weights(env, root):
+    path = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_weights.hdf5"
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def _skeletons(env, root):  # the release before skeleton2conll.sh filled in the words
+    for path in (Path(env["ONTONOTES_V12_DIR"]) / "data" / "train").rglob("*.gold_conll"):
+        path.rename(path.with_name(path.name.replace("_conll", "_skel")))
+
+
+def _cut_tree(env, root):
+    path = Path(env["SST_DIR"]) / "train.txt"
+    lines = path.read_text().split("\n")
+    lines[1] = lines[1][:-3]
+    path.write_text("\n".join(lines))
+
+
 # defect -> (the task whose runs are checked (the passing case above checks all), plant it: (env, root) -> env
 # changes, what the one problem must say)
 DEFECTS = {
@@ -191,17 +221,33 @@ DEFECTS = {
                      ["sst_dir/dev.txt", "nothing there"]),
     "unset_variable": ("snli", lambda env, root: {"SNLI_DIR": None},
                        ["environment variable SNLI_DIR is not set", "snli", "https://nlp.stanford.edu/projects/snli/"]),
-    "unreadable_file": ("ner", _bad_ner_line, ["eng.train", "ner TRAIN_PATH data that its reader (conll2003_checked)",
-                                               "found line 4: expected 4 columns"]),
+    "unreadable_file": ("ner", _bad_ner_line, ["eng.train: the ner TRAIN_PATH data (reader conll2003_checked): "
+                                               "line 4: expected 4 columns"]),
     "glove_dimension": ("ner", lambda env, root: {"GLOVE_6B_50D": env["GLOVE_6B_100D"]},
                         ["glove.100d.txt", "expected 50-d GloVe vectors (ner config", "100-d vectors", "GLOVE_6B_50D"]),
-    "only_other_languages": ("srl", _remove_english, ["data/train",
-                                                      "found only non-English ones (2 arabic, 2 chinese)"]),
+    "only_other_languages": ("srl", _remove_english, ["data/train: the srl TRAIN_PATH data: expected English",
+                                                      "found only non-English ones (2 arabic, 2 chinese); the English "
+                                                      "part of the release is missing here"]),
     "other_release": ("srl", _v4_files_for_srl, ["data/train", "release v12 (conll-formatted-ontonotes-5.0",
                                                  "the release srl expects", "2 file(s) of release v4",
                                                  "v4_gold_conll"]),
     "weights_disagree_with_options": ("ner", _wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32",
                                                               "found shape (16, 64)"]),
+    # issue 25
+    "large_json_cut_short": ("squad", _cut_large_squad, ["squad_dir/train-v1.1.json: the squad TRAIN_PATH data",
+                                                         "text cut short inside a JSON value", "get the file again"]),
+    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
+                                                            "'lstm.use_skip_conections' is not a biLM option",
+                                                            "Fix that key"]),
+    "weights_cut_short": ("ner", _cut_weights, [f"{OFFICIAL}_weights.hdf5: expected a complete hdf5 weights file",
+                                                "truncated file", "Download the weights again"]),
+    "skeleton_files": ("srl", _skeletons, ["data/train: the srl TRAIN_PATH data", "6 *_skel file(s)",
+                                           "run skeleton2conll.sh"]),
+    "glove_of_another_size": ("snli", lambda env, root: {"GLOVE_840B_300D": env["GLOVE_6B_100D"]},
+                              ["expected 300-d GloVe vectors", "Set GLOVE_840B_300D to glove.840B.300d.txt"]),
+    "sst_tree_cut": ("sst", _cut_tree, ["sst_dir/train.txt: the sst TRAIN_PATH data (reader sst_checked): line 2: "
+                                        "expected a PTB-format tree, found an unparseable one (expected ')' but got "
+                                        "'end-of-string' at column"]),
 }
 
 
@@ -225,6 +271,25 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
     for part in expected:
         assert part in line, line
     assert "\n" not in line
+
+
+def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, tmp_path, monkeypatch):
+    """Issue 25: every task reader on its data with a UTF-8 byte-order mark and old-Mac line ends (\\r only), which
+    allennlp's readers read as lines (universal newlines): no problem, and as many instances and tokens as the plain
+    files. (A CR-only file was one line: NER's 'expected 4 columns'.)"""
+    root, env = stand_in
+    copy = tmp_path / "inputs"
+    shutil.copytree(root, copy)
+    env = {k: v.replace(str(root), str(copy)) for k, v in env.items()}
+    for variable in ("SQUAD_DIR", "SNLI_DIR", "CONLL2003_DIR", "SST_DIR", "ONTONOTES_V12_DIR", "CONLL2012_DIR"):
+        for path in Path(env[variable]).rglob("*"):
+            if path.is_file():
+                path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    plain_problems, plain = check(tmp_path / "plain", monkeypatch, stand_in[1])
+    problems, plan = check(tmp_path, monkeypatch, env)
+    assert plain_problems == [] and problems == [], "\n".join(map(str, problems))
+    data = [line for line in plan if "instances" in line]
+    assert len(data) == 17 and data == [line for line in plain if "instances" in line]
 
 
 def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
