@@ -61,16 +61,17 @@ def read_sentences(path) -> List[List[str]]:
     return sentences
 
 
-def check_writable(output: Path, partial: Path) -> None:
-    """Fail before the work, not after it: the output's directory must exist and take a new file."""
+def check_writable(output: Path, partial: Path, flag: str = "--output", kind: str = "an hdf5 file name") -> None:
+    """Fail before the work, not after it: the output's directory must exist and take a new file (``python -m probes
+    --out`` checks the same way)."""
     if output.is_dir():
-        raise ElmoInputError(f"--output '{output}' is a directory; expected an hdf5 file name")
+        raise ElmoInputError(f"{flag} '{output}' is a directory; expected {kind}")
     if not output.parent.is_dir():
-        raise ElmoInputError(f"--output '{output}': directory '{output.parent}' does not exist")
+        raise ElmoInputError(f"{flag} '{output}': directory '{output.parent}' does not exist")
     try:
         partial.open("wb").close()
     except OSError as e:
-        raise ElmoInputError(f"--output '{output}': cannot write in '{output.parent}' ({e.strerror})") from None
+        raise ElmoInputError(f"{flag} '{output}': cannot write in '{output.parent}' ({e.strerror})") from None
     partial.unlink()
 
 

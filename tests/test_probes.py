@@ -235,3 +235,21 @@ def test_neighbour_sentence_is_never_the_source_itself():
     result = run_neighbours(FrozenBiLm(batch_size=4), str(semcor), sources=sources, nearest=1, min_count=1)
     for entry, whole in zip(result["contextual"], with_play[:2]):
         assert entry["nearest"] and all(n["sentence"] != whole for n in entry["nearest"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["neighbours", "--top", "-3"], "--top: expected at least 1, found -3"),
+    (["pos", "--threads", "-2"], "--threads: expected at least 1, found -2"),
+    (["neighbours", "--glove", "{tmp}/glove.txt"], "--glove '{tmp}/glove.txt': expected a GloVe text file, found no "
+                                                   "such file"),
+    (["pos", "--out", "{tmp}/a_file/pos.json"], "--out '{tmp}/a_file/pos.json': cannot make directory "
+                                                "'{tmp}/a_file' (File exists)"),
+])
+def test_bad_probe_flags_are_one_line_before_any_work(tmp_path, capsys, argv, message):
+    """Issue 25: these were a traceback (--threads, --glove), a silently short list (--top -3), or a traceback after
+    all the work (--out under a file)."""
+    from probes.__main__ import main
+
+    (tmp_path / "a_file").write_text("")
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err == f"error: {message.format(tmp=tmp_path)}\n"
