@@ -349,6 +349,8 @@ def interrupted_sweep(tmp_path_factory):
             time.sleep(0.5)
         trainings = _children(a.pid)
         b = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        other_runs_dir = [str(tmp_path / "runs_c") if arg == str(tmp_path / "runs") else arg for arg in command]
+        c = subprocess.run(other_runs_dir, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         logs_after_b = sorted((tmp_path / "runs").glob("ner/*/log.txt"))
         sent = time.time()
         a.send_signal(signal.SIGINT)
@@ -358,7 +360,7 @@ def interrupted_sweep(tmp_path_factory):
         if a.poll() is None:
             os.killpg(a.pid, signal.SIGKILL)
             a.wait()
-    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "trainings": trainings,
+    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "c": c, "trainings": trainings,
             "logs_after_b": logs_after_b, "stopped_after": stopped_after}
 
 
@@ -370,6 +372,18 @@ def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
     assert error.startswith("error: runs directory ") and "Traceback" not in b.stderr
     assert f"in use by another runner (pid {seen['a'].pid}," in error
     assert len(seen["logs_after_b"]) == 1  # B started no training
+
+
+def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
+    """Issue 25: runner C has its own runs directory but A's results directory: it used to train everything again
+    and the tables and archive kept whichever finished last."""
+    seen = interrupted_sweep
+    c = seen["c"]
+    assert c.returncode == 2, c.stdout[-1000:] + c.stderr[-1000:]
+    [error] = [line for line in c.stderr.splitlines() if line.startswith("error")]
+    assert error.startswith(f"error: results directory {seen['tmp'] / 'results'} is in use by another runner (pid "
+                            f"{seen['a'].pid},") and error.endswith("or give this one another --results-dir")
+    assert not (seen["tmp"] / "runs_c" / "ner").exists()  # C trained nothing
 
 
 def test_ctrl_c_stops_the_sweep(interrupted_sweep):
