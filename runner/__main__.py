@@ -10,6 +10,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -87,18 +88,52 @@ def main(argv=None) -> int:
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        print(f"error: no space left on device writing {e.filename or 'a file'}: free some space and run the same "
-              f"command again (finished runs are kept, unfinished ones start again)", file=sys.stderr)
+        # a write() names no file: then the directories the runner writes in, with their free space
+        where = e.filename or "under " + ", ".join(f"{d} ({shutil.disk_usage(_existing(d)).free / 1e6:,.0f} MB free)"
+                                                   for d in _writes_in)
+        print(f"error: no space left on device writing {where}: free some space and run the same command again "
+              f"(finished runs are kept, unfinished ones start again)", file=sys.stderr)
         return 1
     finally:
         while _lock_files:  # (the process ending releases them too; main() may be called again in one process)
             _lock_files.pop().close()
 
 
+def check_flags(args) -> None:
+    """Numbers and directories of the command line, before any work (a negative --jobs was a traceback; a
+    --results-dir that is a file, a traceback after every training)."""
+    at_least_one, positive, not_negative = (">= 1", lambda v: v >= 1), ("> 0", lambda v: v > 0), \
+        (">= 0", lambda v: v >= 0)
+    for flag, value, (expected, ok) in (("--jobs", args.jobs, at_least_one), ("--threads", args.threads, at_least_one),
+                                        ("--runs-per-gpu", args.runs_per_gpu, at_least_one),
+                                        ("--cpus-per-run", args.cpus_per_run, positive),
+                                        ("--gpus-per-run", args.gpus_per_run, not_negative)):
+        if value is not None and not ok(value):
+            raise SpecError(f"{flag}: expected a number {expected}, found {value:g}")
+    for flag, value in (("--runs-dir", args.runs_dir), ("--results-dir", args.results_dir),
+                        ("--cache-dir", args.cache_dir)):
+        if value and Path(value).exists() and not Path(value).is_dir():
+            raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
+
+
+def ignored_environment(profile: dict) -> None:
+    """A knob set in the environment steers `allennlp train` run by hand, not the runner's runs, whose knobs come
+    from the profile (they are the runs' identity): say so rather than train silently without it."""
+    from tasks.knobs import KNOBS
+
+    # (importing tasks sets every knob's default in the environment, for allennlp: only other values were set here)
+    set_here = [f"{k}={os.environ[k]}" for k, default in KNOBS.items() if os.environ.get(k, default) != default]
+    if set_here:
+        print(f"warning: environment variable(s) {', '.join(set_here)} ignored: the runner takes every knob from the "
+              f"profile '{profile['name']}' (its 'knobs' or 'task_knobs', or a profile file of your own)",
+              file=sys.stderr)
+
+
 def _main(argv=None) -> int:
     args = parse_args(argv)
     started = time.time()
     try:
+        check_flags(args)
         profile, profile_path = load_profile(args.profile)
         only = args.only.split(",") if args.only else None
         check_only(profile, only)
@@ -113,10 +148,12 @@ def _main(argv=None) -> int:
         return 2
     if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
         profile["device"] = args.device
+    ignored_environment(profile)
     runs = unique_runs(cells)
     name = profile["name"]
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
     results_dir = Path(args.results_dir or REPO / "results" / name).resolve()
+    _writes_in[:] = [runs_dir, results_dir, Path(args.cache_dir).resolve()]
     run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
     probe_dir = {probe: runs_dir / "probes" / probe.run_id for probe in probes}
 
@@ -300,6 +337,15 @@ def _check_selects_runs(profile, sweeps, cells, only) -> None:
                         f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
 
 
+_writes_in = []  # the runs, results and cache directories, for the line a full disk gives
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
 _lock_files = []  # held open for the runner's lifetime; the kernel releases the locks when the process ends
 
 
@@ -398,8 +444,6 @@ def device_plan(device: str, args):
         local = "cuda" if torch.cuda.device_count() and cuda_problem(0) is None else "cpu"
         return [], local, (f"device cuda on Ray: {args.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
                            f"biLM stages and activation caches here on {describe(local)}")
-    if args.runs_per_gpu < 1:
-        raise SpecError(f"--runs-per-gpu must be at least 1, found {args.runs_per_gpu}")
     count = torch.cuda.device_count()
     for index in range(max(count, 1)):
         problem = cuda_problem(index)

@@ -395,3 +395,42 @@ def test_ctrl_c_stops_the_sweep(interrupted_sweep):
     runs = seen["tmp"] / "runs"
     assert len(list(runs.glob("ner/*/log.txt"))) == 1  # the queued run never started
     assert not list(runs.glob("ner/*/failed.json")) and not list(runs.glob("ner/*/result.json"))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--jobs", "-1"], "error: --jobs: expected a number >= 1, found -1"),
+    (["--threads", "-2"], "error: --threads: expected a number >= 1, found -2"),
+    (["--cpus-per-run", "0"], "error: --cpus-per-run: expected a number > 0, found 0"),
+    (["--results-dir", "{tmp}/p.json"], "error: --results-dir '{tmp}/p.json': expected a directory (or a path to "
+                                        "make one), found a file"),
+])
+def test_bad_runner_flags_are_one_line_before_any_work(tmp_path, capsys, fake_training, flags, message):
+    """Issue 25: --jobs -1 was a traceback, --threads -2 quietly accepted, a --results-dir that is a file a
+    traceback after every training."""
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path) + [f.format(tmp=tmp_path) for f in flags]) == 2
+    assert capsys.readouterr().err == message.format(tmp=tmp_path) + "\n"
+    assert not fake_training
+
+
+def test_a_knob_in_the_environment_is_said_to_be_ignored(tmp_path, capsys, fake_training, monkeypatch):
+    """Issue 25: NUM_EPOCHS=1 in the environment steers `allennlp train`, but not the runner's runs (their knobs
+    are the profile's: the runs' identity); it was ignored without a word."""
+    monkeypatch.setenv("NUM_EPOCHS", "1")
+    assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path))) == 0
+    assert "warning: environment variable(s) NUM_EPOCHS=1 ignored: the runner takes every knob from the profile " \
+           "'p'" in capsys.readouterr().err
+
+
+def test_a_full_disk_that_names_no_file_names_the_directories(tmp_path, capsys, fake_training, monkeypatch):
+    """Issue 25: a write() on a full disk names no file; the line said 'writing a file'."""
+    import runner.results
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runner.results, "build_results", full)
+    assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path))) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no space left on device writing under {tmp_path / 'runs'} (") and \
+        f"{tmp_path / 'results'} (" in err and "MB free)" in err and err.count("\n") == 1, err
