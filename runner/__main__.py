@@ -387,6 +387,8 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
         paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
         inputs[run] = run_inputs(paths, checksums, repo_path)
         result, problem = load_result(run_dir[run] / "result.json")
+        if not build_only and (run_dir[run] / "result.json").is_dir():  # a training could not write its result
+            raise SpecError(f"{problem}: remove it, and the run is trained again")
         if problem:
             print(f"warning: {problem}: counted as " + ("missing (run the runner without --build-only to redo it)"
                                                        if build_only else "unfinished, it runs again"), file=sys.stderr)

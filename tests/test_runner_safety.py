@@ -434,3 +434,31 @@ def test_a_full_disk_that_names_no_file_names_the_directories(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.startswith(f"error: no space left on device writing under {tmp_path / 'runs'} (") and \
         f"{tmp_path / 'results'} (" in err and "MB free)" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("content", ['{"run_id": "ner-1", "dev": "high", "test": null}', '{"run_id": "ner-1"}'])
+def test_result_without_a_numeric_metric_counts_as_missing(content, tmp_path, capsys, fake_training):
+    """Issue 25: valid JSON without a numeric metric was a traceback (the useful line its last) in the tables."""
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    result_path.write_text(content)
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {result_path}: expected a run's result with 'dev' and 'test' numbers (or one null)" in err
+    assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 2  # redone
+
+
+def test_result_that_is_a_directory_is_one_line(tmp_path, capsys, fake_training):
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    result_path.unlink()
+    result_path.mkdir()
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0
+    assert f"warning: {result_path}: expected a result file, found a directory" in capsys.readouterr().err
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    assert capsys.readouterr().err == (f"error: {result_path}: expected a result file, found a directory: remove it, "
+                                       f"and the run is trained again\n")
