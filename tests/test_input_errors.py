@@ -146,3 +146,21 @@ def test_the_traceback_is_printed_after_the_line_when_asked(monkeypatch, capsys)
     monkeypatch.setenv(TRACEBACK_VARIABLE, "1")
     hook(InputError, InputError("f: line 2: expected x, found y"), None)
     assert capsys.readouterr().err == "error: f: line 2: expected x, found y\n" and seen == [KeyError, InputError]
+
+
+@pytest.mark.parametrize("path, found", [
+    ("hf:conll2003:train", "expected a dataset split of the Hugging Face hub, found none (Couldn't reach the Hugging "
+                           "Face Hub for dataset 'conll2003': Offline mode is enabled.); offline, use the task's local "
+                           "files"),
+    ("hf:conll2003", "expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT"),
+])
+def test_allennlp_train_on_a_hub_path_offline_or_malformed_is_one_line(tmp_path, path, found):
+    """Issue 25: was a 28-line `datasets` traceback ending in "Offline mode is enabled" (and a bare ValueError)."""
+    env = {**os.environ, "TRAIN_PATH": path, "SIZE": "tiny", "PYTHONPATH": str(REPO_ROOT), "HF_DATASETS_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf")}
+    env.pop(TRACEBACK_VARIABLE, None)
+    result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
+                             "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and errors[-1].startswith(f"error: {path}: {found}"), result.stderr[-3000:]

@@ -462,3 +462,13 @@ def test_result_that_is_a_directory_is_one_line(tmp_path, capsys, fake_training)
     assert runner_main.main(runner_args(tmp_path, path)) == 2
     assert capsys.readouterr().err == (f"error: {result_path}: expected a result file, found a directory: remove it, "
                                        f"and the run is trained again\n")
+
+
+def test_a_hub_path_is_refused_by_the_runner_with_why(tmp_path, capsys, fake_training):
+    """Issue 25: an hf: data path got "the bundled sample" in the plan, then "does not exist"."""
+    path = write_profile(tmp_path, task_knobs={"ner": {"TRAIN_PATH": "hf:conll2003:train"}})
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    err = capsys.readouterr().err
+    assert "1. hf:conll2003:train: expected the ner TRAIN_PATH (data files or directories); found a Hugging Face hub " \
+           "split, which only `allennlp train` run by hand reads (tasks/hub_data.py). The runner reads local files" in err
+    assert not fake_training
