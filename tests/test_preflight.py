@@ -352,7 +352,7 @@ def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
 
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):
     """The GPU-hour estimate's timing, run here on CPU on a tiny config (the plan runs it only on a GPU)."""
-    from runner.preflight import time_training_batches
+    from runner.gpu_estimate import time_training_batches
 
     _, env = stand_in
     for name, value in env.items():
@@ -400,7 +400,8 @@ def test_every_paper_size_config_trains_on_the_stand_in(stand_in, tmp_path, monk
 def test_gpu_hour_estimate_counts_an_epoch_of_batches_per_epoch(task, batch):
     """The plan's GPU hours multiply each run's epoch by its epochs: BATCHES_PER_EPOCH makes that epoch N batches of
     the config's batch size (sampler or plain), whatever TRAIN_FRACTION is."""
-    from runner.preflight import instances_per_epoch, task_config
+    from runner.gpu_estimate import instances_per_epoch
+    from runner.preflight import task_config
     from tasks.knobs import KNOBS
 
     knobs = {**KNOBS, "SIZE": "paper", "TRAIN_FRACTION": "0.001"}
