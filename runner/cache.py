@@ -6,7 +6,7 @@ knowledge: it reads the config with the run's knobs, builds its readers and read
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 from runner.spec import REPO
 
@@ -37,19 +37,37 @@ def _task_params(task: str, knobs: Dict[str, str]) -> dict:
 _SPLITS = {"TRAIN_PATH": "train_data_path", "DEV_PATH": "validation_data_path", "TEST_PATH": "test_data_path"}
 
 
-def _read_sentences(params: dict, config_keys: List[str]) -> List[List[str]]:
-    """Every text the ELMo indexer sees, read as an ELMo run reads it (train with the training reader)."""
+def _readers(params: dict) -> Tuple[object, object]:
+    """(the training reader, the dev/test reader) of a task config."""
     from allennlp.common import Params
     from allennlp.data import DatasetReader
 
     reader = DatasetReader.from_params(Params(params["dataset_reader"]))
     validation = params.get("validation_dataset_reader")
-    validation_reader = DatasetReader.from_params(Params(validation)) if validation else reader
+    return reader, (DatasetReader.from_params(Params(validation)) if validation else reader)
+
+
+def task_readers(task: str, knobs: Dict[str, str]) -> Tuple[object, object, str]:
+    """(training reader, dev/test reader, the training reader's registered type) of a task as the activation cache
+    reads its data: the config with the run's knobs, ELMo indexer on, full training set (runner/preflight.py reads
+    the first records of every data file through them)."""
+    params = _task_params(task, knobs)
+    reader_type = params["dataset_reader"].get("type")  # (from_params pops it)
+    return (*_readers(params), reader_type)
+
+
+def instance_texts(instance) -> List[List[str]]:
+    """The token lists of an instance that the ELMo indexer sees: what the activation cache stores."""
+    return [text for field in instance.fields.values() for text in _texts(field)]
+
+
+def _read_sentences(params: dict, config_keys: List[str]) -> List[List[str]]:
+    """Every text the ELMo indexer sees, read as an ELMo run reads it (train with the training reader)."""
+    reader, validation_reader = _readers(params)
     sentences = []
     for key in config_keys:
         for instance in (reader if key == "train_data_path" else validation_reader).read(params[key]):
-            for field in instance.fields.values():
-                sentences.extend(_texts(field))
+            sentences.extend(instance_texts(instance))
     return sentences
 
 

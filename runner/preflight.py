@@ -269,17 +269,10 @@ def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem],
 
 def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List[Problem], Dict[str, DataSample]]:
     """Reads a sample of each data file through the task's readers (the training reader for TRAIN_PATH)."""
-    from allennlp.common import Params
-    from allennlp.data import DatasetReader
+    from runner.cache import instance_texts, task_readers
 
-    from runner.cache import _task_params, _texts
-
-    params = _task_params(task, knobs)  # as the activation cache reads: ELMo indexer on, full training set
-    reader_type = params["dataset_reader"].get("type")  # from_params pops it
-    readers = {"TRAIN_PATH": DatasetReader.from_params(Params(params["dataset_reader"]))}
-    validation = params.get("validation_dataset_reader")
-    readers["DEV_PATH"] = readers["TEST_PATH"] = (DatasetReader.from_params(Params(validation)) if validation
-                                                  else readers["TRAIN_PATH"])
+    train_reader, validation_reader, reader_type = task_readers(task, knobs)
+    readers = {"TRAIN_PATH": train_reader, "DEV_PATH": validation_reader, "TEST_PATH": validation_reader}
     problems, samples = [], {}
     for split in DATA_KNOBS:
         value = knobs.get(split, "")
@@ -308,7 +301,7 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
             continue
         finally:
             release_log.disabled = False
-        texts = {tuple(t) for instance in instances for field in instance.fields.values() for t in _texts(field)}
+        texts = {tuple(t) for instance in instances for t in instance_texts(instance)}
         samples[split] = DataSample(instances=round(len(instances) * scale),
                                     tokens=round(sum(len(t) for t in texts) * scale),
                                     files=extra.get("files", 1), skipped_languages=extra.get("skipped"))
