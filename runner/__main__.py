@@ -3,7 +3,8 @@
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
 running trainings and starts no more (exit 130), and so does SIGTERM (exit 143), even when the runner was started in
-the background by a script (which leaves SIGINT ignored); one runner at a time works in a runs directory (a lock).
+the background by a script (which leaves SIGINT ignored); one runner at a time works in a runs directory and in a
+results directory (locks).
 """
 import argparse
 import errno
@@ -15,8 +16,9 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import List, Optional
 
 from runner.execute import git_commit, hardware, load_result, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
@@ -129,111 +131,147 @@ def ignored_environment(profile: dict) -> None:
               file=sys.stderr)
 
 
+@dataclass
+class Plan:
+    """What one invocation works on: the profile, its sweeps' cells and runs, and where each goes."""
+    profile: dict
+    profile_path: Path
+    only: Optional[List[str]]
+    sweeps: list
+    cells: list
+    probes: list
+    runs: list
+    runs_dir: Path
+    results_dir: Path
+    run_dir: dict
+    probe_dir: dict
+
+
 def _main(argv=None) -> int:
+    """plan -> check (preflight, device, locks) -> biLM stages -> runs -> tables; a SpecError is one line, exit 2."""
     args = parse_args(argv)
     started = time.time()
     try:
-        check_flags(args)
-        profile, profile_path = load_profile(args.profile)
-        only = args.only.split(",") if args.only else None
-        check_only(profile, only)
-        # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
-        # --only picks the sweeps whose runs are trained.
-        sweeps = load_sweeps(profile, profile_path)
-        cells = expand_cells(profile, sweeps)
-        _check_selects_runs(profile, sweeps, cells, only)
-        probes = plan_probes(profile, sweeps)
+        plan = make_plan(args)
+        if args.build_only:
+            restore_archived(plan.profile, plan.runs, plan.run_dir, plan.results_dir)
+            check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=False, build_only=True)
+        else:
+            wanted = wanted_runs(plan, args)
+            from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
+
+            status = run_preflight(plan.profile, wanted, plan.cells, args)
+            if status is not None:
+                return status
+            gpus, stage_device = device_and_locks(plan, args)
+            archive = restore_archived(plan.profile, plan.runs, plan.run_dir, plan.results_dir)
+            inputs, finished = run_stages(plan, args, wanted, gpus, stage_device, archive)
+            train(plan, args, wanted, inputs, finished, gpus, stage_device, archive)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return build_tables(plan, args, argv, started)
+
+
+def make_plan(args) -> Plan:
+    """The profile and its sweeps, checked against the schema (SpecError), expanded into cells and runs."""
+    check_flags(args)
+    profile, profile_path = load_profile(args.profile)
+    only = args.only.split(",") if args.only else None
+    check_only(profile, only)
+    # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
+    # --only picks the sweeps whose runs are trained.
+    sweeps = load_sweeps(profile, profile_path)
+    cells = expand_cells(profile, sweeps)
+    _check_selects_runs(profile, sweeps, cells, only)
+    probes = plan_probes(profile, sweeps)
     if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
         profile["device"] = args.device
     ignored_environment(profile)
     runs = unique_runs(cells)
-    name = profile["name"]
-    runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
-    results_dir = Path(args.results_dir or REPO / "results" / name).resolve()
+    runs_dir = Path(args.runs_dir or REPO / "runs" / profile["name"]).resolve()
+    results_dir = Path(args.results_dir or REPO / "results" / profile["name"]).resolve()
     _writes_in[:] = [runs_dir, results_dir, Path(args.cache_dir).resolve()]
-    run_dir = {run: runs_dir / run.task / run.run_id for run in runs}
-    probe_dir = {probe: runs_dir / "probes" / probe.run_id for probe in probes}
+    return Plan(profile, profile_path, only, sweeps, cells, probes, runs, runs_dir, results_dir,
+                {run: runs_dir / run.task / run.run_id for run in runs},
+                {probe: runs_dir / "probes" / probe.run_id for probe in probes})
 
-    if not args.build_only:
-        selected = unique_runs([c for c in cells if not only or c.sweep in only])
-        wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
-        # one task's runs before the next's (the profile's task order; sweep order within a task): a multi-session
-        # profile cut short by the end of a session leaves whole tables of its first tasks rather than parts of all
-        order = {task: i for i, task in enumerate(profile.get("tasks", []))}
-        wanted.sort(key=lambda r: order.get(r.task, len(order)))
-        from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
 
-        status = run_preflight(profile, wanted, cells, args)
-        if status is not None:
-            return status
-        try:  # after the preflight, which lists an unusable GPU among every other problem
-            gpus, stage_device, device_line = device_plan(profile.get("device", "cpu"), args)
-        except SpecError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"runner: {device_line}", flush=True)
-        # one runner per runs directory, and per results directory: two runners with their own runs directories
-        # would both train everything into one archive and tables, and the last one to finish would win
-        lock_problem = (lock_dir(runs_dir, "runs directory", "--runs-dir")
-                        or lock_dir(results_dir, "results directory", "--results-dir"))
-        if lock_problem:
-            print(f"error: {lock_problem}", file=sys.stderr)
-            return 2
-        archive = restore_archived(profile, runs, run_dir, results_dir)
-        # what has no result yet: only these need the biLM (a fresh clone of a finished multi-session profile has
-        # none, nor its biLM's weights, which stay out of git) and its files
-        unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
-        parallel = args.jobs or int(profile.get("jobs", 1))
-        try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
-            _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
-            if not args.baselines_only and any(r.uses_elmo for r in unrun):
-                from runner.bilm import prepare_bilm, stages_pending
+def wanted_runs(plan: Plan, args) -> list:
+    """The runs this invocation trains (--only, --baselines-only), one task's runs before the next's (the profile's
+    task order; sweep order within a task): a multi-session profile cut short by the end of a session leaves whole
+    tables of its first tasks rather than parts of all."""
+    selected = unique_runs([c for c in plan.cells if not plan.only or c.sweep in plan.only])
+    wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+    order = {task: i for i, task in enumerate(plan.profile.get("tasks", []))}
+    return sorted(wanted, key=lambda r: order.get(r.task, len(order)))
 
-                task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
-                if (args.executor == "local" and stage_device == "cpu" and parallel >= 2
-                        and stages_pending(profile, task_knobs)):
-                    train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo],
-                                                  runs, run_dir, runs_dir, cells, parallel, args, archive)
-                else:
-                    prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
-            _check_inputs(profile, unrun)
-            if profile.get("archive_runs") and profile.get("bilm"):
-                from runner.bilm import archive_bilm
 
-                archive_bilm(profile, results_dir / "bilm")
-            inputs, finished = check_finished(runs, run_dir, runs_dir, redo_stale=args.redo_stale)
-        except SpecError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        todo = [r for r in wanted if r not in finished]
-        print(f"profile '{name}': {len(wanted)} runs in {len(sweeps)} sweeps, {len(wanted) - len(todo)} already "
-              f"finished, {len(todo)} to do; runs in {runs_dir}")
-        for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
-            run_dir[run].mkdir(parents=True, exist_ok=True)
-            write_json(run_dir[run] / "inputs.json", inputs[run])
-        caches = ({} if args.no_cache or not profile.get("cache", True)
-                  else build_caches(todo, Path(args.cache_dir), stage_device))
-        jobs = [job_for(r, run_dir[r], caches, profile, cells, args) for r in todo]
-        execute(jobs, args, parallel, gpus, archive=archive)
-        if not args.baselines_only:
-            run_probes(probes, probe_dir, args)
-    else:
-        restore_archived(profile, runs, run_dir, results_dir)
-        try:
-            check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
-        except SpecError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+def device_and_locks(plan: Plan, args):
+    """(GPU slots, the device of the biLM stages and caches) after the preflight (which lists an unusable GPU among
+    every other problem), and the locks: one runner per runs directory and per results directory (two runners with
+    their own runs directories would both train everything into one archive and tables, the last to finish winning)."""
+    gpus, stage_device, device_line = device_plan(plan.profile.get("device", "cpu"), args)
+    print(f"runner: {device_line}", flush=True)
+    problem = (lock_dir(plan.runs_dir, "runs directory", "--runs-dir")
+               or lock_dir(plan.results_dir, "results directory", "--results-dir"))
+    if problem:
+        raise SpecError(problem)
+    return gpus, stage_device
 
+
+def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
+    """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
+    do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
+    out of git), then their outputs; returns (inputs of each run, the finished runs)."""
+    profile, run_dir = plan.profile, plan.run_dir
+    unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
+    parallel = args.jobs or int(profile.get("jobs", 1))
+    _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else plan.probes)
+    if not args.baselines_only and any(r.uses_elmo for r in unrun):
+        from runner.bilm import prepare_bilm, stages_pending
+
+        task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
+        if (args.executor == "local" and stage_device == "cpu" and parallel >= 2
+                and stages_pending(profile, task_knobs)):
+            train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo], plan.runs,
+                                          run_dir, plan.runs_dir, plan.cells, parallel, args, archive)
+        else:
+            prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
+    _check_inputs(profile, unrun)
+    if profile.get("archive_runs") and profile.get("bilm"):
+        from runner.bilm import archive_bilm
+
+        archive_bilm(profile, plan.results_dir / "bilm")
+    return check_finished(plan.runs, run_dir, plan.runs_dir, redo_stale=args.redo_stale)
+
+
+def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archive) -> None:
+    """The unfinished runs (their activation caches first), then the probe sweeps."""
+    todo = [r for r in wanted if r not in finished]
+    print(f"profile '{plan.profile['name']}': {len(wanted)} runs in {len(plan.sweeps)} sweeps, "
+          f"{len(wanted) - len(todo)} already finished, {len(todo)} to do; runs in {plan.runs_dir}")
+    for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
+        plan.run_dir[run].mkdir(parents=True, exist_ok=True)
+        write_json(plan.run_dir[run] / "inputs.json", inputs[run])
+    caches = ({} if args.no_cache or not plan.profile.get("cache", True)
+              else build_caches(todo, Path(args.cache_dir), stage_device))
+    jobs = [job_for(r, plan.run_dir[r], caches, plan.profile, plan.cells, args) for r in todo]
+    execute(jobs, args, args.jobs or int(plan.profile.get("jobs", 1)), gpus, archive=archive)
+    if not args.baselines_only:
+        run_probes(plan.probes, plan.probe_dir, args)
+
+
+def build_tables(plan: Plan, args, argv, started: float) -> int:
+    """Every table and figure of the profile from the runs there are, with how they were made; 1 if a run crashed."""
     from runner.results import build_results, runs_made
 
+    profile, runs, run_dir, probes, results_dir = plan.profile, plan.runs, plan.run_dir, plan.probes, plan.results_dir
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     provenance = {
         "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(argv or sys.argv[1:])]),
-        "profile": str(profile_path.relative_to(REPO) if profile_path.is_relative_to(REPO) else profile_path),
+        "profile": str(plan.profile_path.relative_to(REPO) if plan.profile_path.is_relative_to(REPO)
+                       else plan.profile_path),
         "description": profile.get("description", ""),
         "data": {r.task: {k: r.knob_dict[k] or f"bundled sample (tasks/{r.task}/sample_data)"
                           for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs} |
@@ -249,11 +287,11 @@ def _main(argv=None) -> int:
         "wall_time_s": round(time.time() - started, 1),
         "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values() if result)
                                  + sum(float((load_result(d / "result.json")[0] or {}).get("wall_time_s") or 0)
-                                       for d in probe_dir.values()), 1),
+                                       for d in plan.probe_dir.values()), 1),
     }
     paper = json.loads((REPO / "results" / "paper_numbers.json").read_text())
-    result_cells = [replace(c, run_dir=run_dir[c.run]) for c in cells]
-    result_cells += [Cell(p.sweep, p.kind, "probe", None, 0, run_dir=probe_dir[p]) for p in probes]
+    result_cells = [replace(c, run_dir=run_dir[c.run]) for c in plan.cells]
+    result_cells += [Cell(p.sweep, p.kind, "probe", None, 0, run_dir=plan.probe_dir[p]) for p in probes]
     report = None
     if profile.get("bilm"):
         from runner.bilm import bilm_markdown, bilm_report
@@ -262,7 +300,7 @@ def _main(argv=None) -> int:
         report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
         results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
-    build_results(sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
+    build_results(plan.sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
     return 1 if crashed else 0
