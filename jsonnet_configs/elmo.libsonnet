@@ -18,7 +18,11 @@ local size = knob('SIZE');
 local layer_norm = knob('ELMO_LAYER_NORM');
 
 assert std.member(['none', 'input', 'output', 'both'], placement) : 'ELMO must be none|input|output|both, found ' + placement;
-assert std.member(['weighted', 'last_only', 'average'], mix) : 'ELMO_MIX must be weighted|last_only|average, found ' + mix;
+assert std.member(['weighted', 'last_only', 'average', 'token_only'], mix) : 'ELMO_MIX must be weighted|last_only|average|token_only, found ' + mix;
+local word_vectors = knob('WORD_VECTORS');
+assert std.member(['true', 'false'], word_vectors) : 'WORD_VECTORS must be true|false, found ' + word_vectors;
+assert word_vectors == 'true' || placement == 'input' || placement == 'both' :
+  'WORD_VECTORS=false needs ELMO=input or both (the token representation would be empty), found ELMO=' + placement;
 assert std.member(['paper', 'small', 'tiny'], size) : 'SIZE must be paper|small|tiny, found ' + size;
 assert std.member(['false', 'true'], layer_norm) : 'ELMO_LAYER_NORM must be false|true, found ' + layer_norm;
 
@@ -40,6 +44,7 @@ local orDefault(value, default) = if value == '' then default else value;
     dev_path: knob('DEV_PATH'),
     test_path: knob('TEST_PATH'),
     glove_path: knob('GLOVE_PATH'),
+    word_vectors: word_vectors == 'true',
     size: size,
     num_epochs: knob('NUM_EPOCHS'),
     batches_per_epoch: knob('BATCHES_PER_EPOCH'),
@@ -85,8 +90,14 @@ local orDefault(value, default) = if value == '' then default else value;
 
   // A word embedding: GloVe (GLOVE_PATH, the file's dimension glove_dim) as the paper's baselines, or trained from
   // scratch (scratch_dim) when no GloVe file is given (GloVe is not obtainable offline).
+  // WORD_VECTORS=false: a zero-width embedding, so the token representation is ELMo alone and every input size
+  // computed from embedding_dim stays right (the supplement's "ELMo without GloVe" ablation).
   word_embedding(glove_dim, scratch_dim, glove_trainable=false):
-    if $.knobs.glove_path != '' then {
+    if !$.knobs.word_vectors then {
+      type: 'embedding',
+      embedding_dim: 0,
+      trainable: false,
+    } else if $.knobs.glove_path != '' then {
       type: 'embedding',
       embedding_dim: glove_dim,
       pretrained_file: $.knobs.glove_path,

@@ -149,6 +149,12 @@ def _main(argv=None) -> int:
         parallel = args.jobs or int(profile.get("jobs", 1))
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
+            if profile.get("vectors") and unrun:  # the baselines' word vectors, before any run (runner/vectors.py)
+                from runner.vectors import archive_vectors, prepare_vectors
+
+                prepare_vectors(profile)
+                if profile.get("archive_runs"):
+                    archive_vectors(profile, results_dir / "vectors")
             if not args.baselines_only and any(r.uses_elmo for r in unrun):
                 from runner.bilm import prepare_bilm, stages_pending
 
@@ -222,6 +228,11 @@ def _main(argv=None) -> int:
         report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
         results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
+    if profile.get("vectors"):
+        from runner.results import provenance_lines
+        from runner.vectors import write_report
+
+        write_report(profile, results_dir, provenance_lines(provenance))
     build_results(sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
