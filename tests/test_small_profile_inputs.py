@@ -67,6 +67,47 @@ def test_coref_trains_a_few_batches_on_the_real_data(train_task):
     assert metrics["training_loss"] > 0 and 0.0 <= metrics["validation_coref_f1"] <= 1.0
 
 
+# ---- the word-vectors ablation's knobs (WORD_VECTORS, ELMO_MIX=token_only)
+
+@pytest.mark.parametrize("task", ["squad", "snli", "srl", "ner", "sst", "coref"])
+def test_without_word_vectors_the_token_representation_is_elmo_alone(task_env, task):
+    """WORD_VECTORS=false: a zero-width word embedding, and the encoder's input is exactly as wide as before less
+    the word vectors (every config computes its input size from embedding_dim)."""
+    from allennlp.common import Params
+    from allennlp.common.plugins import import_plugins
+    from allennlp.models import Model
+
+    from tests.test_configs import sample_vocabulary
+
+    import_plugins()
+    vocab = sample_vocabulary(task)  # the bundled sample's (a CRF needs its labels)
+    sizes = {}
+    for vectors in ("true", "false"):
+        task_env(ELMO="input", WORD_VECTORS=vectors, ELMO_MIX="token_only")
+        params = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / f"{task}.jsonnet"))
+        model = Model.from_params(vocab=vocab, params=params.pop("model"))
+        embedder = next(m for m in model.modules() if type(m).__name__ == "BasicTextFieldEmbedder")
+        sizes[vectors] = (embedder.get_output_dim(), embedder._token_embedders["tokens"].get_output_dim())
+    assert sizes["false"][1] == 0 and sizes["true"][1] > 0
+    assert sizes["true"][0] - sizes["false"][0] == sizes["true"][1]
+
+
+def test_without_word_vectors_and_without_elmo_at_the_input_the_config_refuses(task_env):
+    from allennlp.common import Params
+
+    task_env(ELMO="output", WORD_VECTORS="false")
+    with pytest.raises(RuntimeError, match="WORD_VECTORS=false needs ELMO=input or both"):
+        Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "srl.jsonnet"))
+
+
+def test_elmo_alone_trains(train_task):
+    model, run = train_task("srl", ELMO="input", WORD_VECTORS="false", ELMO_MIX="token_only", NUM_EPOCHS=2)
+    metrics = [json.loads((run / f"metrics_epoch_{e}.json").read_text()) for e in (0, 1)]
+    assert metrics[1]["training_loss"] < metrics[0]["training_loss"]
+    weights = json.loads((run / "elmo_mix_weights.json").read_text())
+    assert "token_only" in json.dumps(weights)
+
+
 # ---- the word vectors stage
 
 def _corpus(path, lines=4000):

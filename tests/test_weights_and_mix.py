@@ -148,6 +148,20 @@ def test_last_only_uses_top_layer_with_trainable_gamma():
     assert mix.penalty() == 0
 
 
+def test_token_only_uses_the_token_layer_with_trainable_gamma():
+    """The supplement's ELMo_0 ablation: the context-independent token layer alone, gamma trainable."""
+    layers, mask = layers_and_mask(1)
+    mix = ScalarMix(3, mode="token_only").double()
+    assert [n for n, _ in mix.named_parameters()] == ["gamma"]
+    with torch.no_grad():
+        mix.gamma.fill_(0.5)
+    out = mix(layers, mask)
+    torch.testing.assert_close(out, 0.5 * layers[0])
+    torch.testing.assert_close(mix.normalized_weights(), torch.tensor([1.0, 0.0, 0.0]))
+    out.sum().backward()
+    torch.testing.assert_close(mix.gamma.grad, layers[0].sum().reshape(1))
+
+
 def test_average_is_fixed_uniform():
     layers, mask = layers_and_mask(2)
     mix = ScalarMix(3, mode="average").double()
