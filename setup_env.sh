@@ -33,20 +33,20 @@ else
       [[ -n $found ]] && candidates+=("$found")
     done
   fi
+fi
+# a pyenv shim named python3.12 may exist without working, so every candidate is run before it is chosen
+for candidate in "${candidates[@]}"; do
+  if supported "$candidate"; then python=$candidate && break; fi
+done
+if [[ -z $python ]]; then
+  if [[ -n ${ELMO_PYTHON:-} ]]; then
+    echo "setup_env.sh: ELMO_PYTHON=$ELMO_PYTHON: expected a Python 3.12 or 3.13 interpreter, found $("$ELMO_PYTHON" --version 2>&1 || echo 'nothing that runs')" >&2
+  else
+    echo "setup_env.sh: Python 3.12 or 3.13 not found (looked at python3.12, python3.13 and python3 on PATH, \$(pyenv root)/versions/3.1[23].*, uv python find). Install one, e.g. 'sudo apt install python3.12 python3.12-venv' (Ubuntu 24.04 has it), 'pyenv install 3.12' or 'uv python install 3.12', or set ELMO_PYTHON=/path/to/python3.12, then run this again." >&2
   fi
-  # a pyenv shim named python3.12 may exist without working, so every candidate is run before it is chosen
-  for candidate in "${candidates[@]}"; do
-    if supported "$candidate"; then python=$candidate && break; fi
-  done
-  if [[ -z $python ]]; then
-    if [[ -n ${ELMO_PYTHON:-} ]]; then
-      echo "setup_env.sh: ELMO_PYTHON=$ELMO_PYTHON: expected a Python 3.12 or 3.13 interpreter, found $("$ELMO_PYTHON" --version 2>&1 || echo 'nothing that runs')" >&2
-    else
-      echo "setup_env.sh: Python 3.12 or 3.13 not found (looked at python3.12, python3.13 and python3 on PATH, \$(pyenv root)/versions/3.1[23].*, uv python find). Install one, e.g. 'sudo apt install python3.12 python3.12-venv' (Ubuntu 24.04 has it), 'pyenv install 3.12' or 'uv python install 3.12', or set ELMO_PYTHON=/path/to/python3.12, then run this again." >&2
-    fi
-    exit 1
-  fi
-  if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  exit 1
+fi
+if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
     echo "setup_env.sh: $python has no venv/ensurepip module: install your distribution's python3.X-venv package (e.g. 'sudo apt install python3.12-venv'), then run this again." >&2
     exit 1
   fi
