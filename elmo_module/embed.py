@@ -43,30 +43,35 @@ def read_sentences(path) -> List[List[str]]:
         raise ElmoInputError(f"--input '{path}' is a directory; expected a text file, one sentence per line")
     if not path.is_file():
         raise ElmoInputError(f"input file '{path}' does not exist")
-    sentences = []
+    sentences, number = [], 0
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            if number == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ElmoInputError(f"{path} line {number}: not valid UTF-8 "
-                                     f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
-            sentences.append(line.split())
+        for chunk in f:  # split at \n; then at \r too, as bilm-tf and allennlp's `elmo` read (text-mode universal
+            # newlines): a CR-only file (old Mac) is one line per sentence, not one sentence
+            chunk = chunk.removesuffix(b"\n")
+            for raw in chunk.removesuffix(b"\r").split(b"\r"):
+                number += 1
+                if number == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark is not part of the first word
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ElmoInputError(f"{path} line {number}: not valid UTF-8 "
+                                         f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+                sentences.append(line.split())
     return sentences
 
 
-def check_writable(output: Path, partial: Path) -> None:
-    """Fail before the work, not after it: the output's directory must exist and take a new file."""
+def check_writable(output: Path, partial: Path, flag: str = "--output", kind: str = "an hdf5 file name") -> None:
+    """Fail before the work, not after it: the output's directory must exist and take a new file (``python -m probes
+    --out`` checks the same way)."""
     if output.is_dir():
-        raise ElmoInputError(f"--output '{output}' is a directory; expected an hdf5 file name")
+        raise ElmoInputError(f"{flag} '{output}' is a directory; expected {kind}")
     if not output.parent.is_dir():
-        raise ElmoInputError(f"--output '{output}': directory '{output.parent}' does not exist")
+        raise ElmoInputError(f"{flag} '{output}': directory '{output.parent}' does not exist")
     try:
         partial.open("wb").close()
     except OSError as e:
-        raise ElmoInputError(f"--output '{output}': cannot write in '{output.parent}' ({e.strerror})") from None
+        raise ElmoInputError(f"{flag} '{output}': cannot write in '{output.parent}' ({e.strerror})") from None
     partial.unlink()
 
 

@@ -1,10 +1,18 @@
 """The biLM hyperparameters, read from and written to the official ``options.json`` (PAPER.md "The biLM")."""
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from elmo_module.errors import ElmoInputError
+
+
+# The keys the official loaders read (bilm-tf bilm/model.py, allennlp modules/elmo.py); any other key in these two
+# sections is a mistake that they would ignore or refuse, never a setting.
+KNOWN_KEYS = {"char_cnn": {"activation", "embedding", "filters", "max_characters_per_token", "n_characters",
+                           "n_highway"},
+              "lstm": {"cell_clip", "dim", "n_layers", "proj_clip", "projection_dim", "use_skip_connections"}}
 
 
 def _dig(d: dict, path: str, default):
@@ -61,6 +69,15 @@ class BiLmOptions:
             return value
 
         cnn, lstm = get("char_cnn"), get("lstm")
+        for section, node in (("char_cnn", cnn), ("lstm", lstm)):
+            if not isinstance(node, dict):
+                raise ElmoInputError(f"{source}: key '{section}' must be an object, found {node!r}")
+            unknown = sorted(set(node) - KNOWN_KEYS[section])
+            if unknown:  # a misspelt 'use_skip_conections' or 'cell_clp' would silently mean false / no clipping
+                close = difflib.get_close_matches(unknown[0], KNOWN_KEYS[section], n=1)
+                raise ElmoInputError(f"{source}: key '{section}.{unknown[0]}' is not a biLM option"
+                                     f"{f' (did you mean {close[0]!r}?)' if close else ''}; expected keys of "
+                                     f"'{section}': {', '.join(sorted(KNOWN_KEYS[section]))}")
         max_chars = integer("char_cnn.max_characters_per_token", 3, default=50)  # begin/end-of-word + 1 character
         filters = get("char_cnn.filters")
         if not isinstance(filters, list) or not filters or not all(
@@ -79,6 +96,20 @@ class BiLmOptions:
         n_characters = integer("char_cnn.n_characters", 0)
         if n_characters not in (261, 262):
             raise ElmoInputError(f"{source}: key 'char_cnn.n_characters' must be 261 or 262, found {n_characters}")
+
+        def clip(name):
+            """Required, as allennlp reads it (modules/elmo.py, _ElmoBiLm: options["lstm"]["cell_clip"]); null is
+            no clipping, as in bilm-tf."""
+            value = get(f"lstm.{name}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ElmoInputError(f"{source}: key 'lstm.{name}' must be a number > 0 or null (no clipping), "
+                                     f"found {value!r}")
+            return value
+
+        # bilm-tf reads it with .get() (absent: no residual); a string "false" would be true to bool()
+        skip = lstm.get("use_skip_connections", False)
+        if not isinstance(skip, bool):
+            raise ElmoInputError(f"{source}: key 'lstm.use_skip_connections' must be true or false, found {skip!r}")
         extra = {k: v for k, v in d.items() if k not in ("char_cnn", "lstm")}
         return cls(
             filters=[(width, number) for width, number in filters],
@@ -90,9 +121,9 @@ class BiLmOptions:
             projection_dim=integer("lstm.projection_dim", 1),
             cell_dim=integer("lstm.dim", 1),
             n_layers=integer("lstm.n_layers", 1),
-            cell_clip=lstm.get("cell_clip"),
-            proj_clip=lstm.get("proj_clip"),
-            use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+            cell_clip=clip("cell_clip"),
+            proj_clip=clip("proj_clip"),
+            use_skip_connections=skip,
             extra=extra,
         )
 

@@ -61,10 +61,28 @@ def run(args) -> dict:
 
     from probes.layers import FrozenBiLm
 
+    counts = {"--batch-size": args.batch_size, "--threads": args.threads, "--top": getattr(args, "top", 1),
+              "--nearest": getattr(args, "nearest", 1), "--min-count": getattr(args, "min_count", 1),
+              "--max-iter": getattr(args, "max_iter", 1)}
+    for flag, value in counts.items():
+        if value is not None and value < 1:
+            raise ElmoInputError(f"{flag}: expected at least 1, found {value}")
+    if getattr(args, "l2", 0) < 0:
+        raise ElmoInputError(f"--l2: expected a number >= 0, found {args.l2}")
+    if getattr(args, "glove", "") and not Path(args.glove).is_file():
+        raise ElmoInputError(f"--glove '{args.glove}': expected a GloVe text file, found "
+                             f"{'a directory' if Path(args.glove).is_dir() else 'no such file'}")
+    if args.out:  # before the work, not after it
+        from elmo_module.embed import check_writable
+
+        out = Path(args.out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ElmoInputError(f"--out '{out}': cannot make directory '{out.parent}' ({e.strerror})") from None
+        check_writable(out, out.with_name(out.name + ".partial"), "--out", "a JSON file name")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.batch_size < 1:
-        raise ElmoInputError(f"--batch-size: expected at least 1, found {args.batch_size}")
     bilm = FrozenBiLm(args.options, args.weights, args.batch_size, args.cache_dir)
     if args.probe == "wsd":
         from probes.wsd import run_wsd

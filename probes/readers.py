@@ -4,6 +4,7 @@
 Bad input raises ``ElmoInputError`` with one line naming the file, the line, what was expected and what was found
 (``python -m probes`` prints it as ``error: ...`` and exits 2).
 """
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,17 @@ def _open_text(path) -> bytes:
     if not path.is_file():
         raise ElmoInputError(f"{path}: file does not exist")
     return path.read_bytes()
+
+
+def _text_lines(path) -> List[str]:
+    """The lines of a UTF-8 text file, a byte-order mark dropped (the task readers drop it too: it was read into the
+    first token, '\ufeffThe'), split at \n, \r\n or \r as Python's text files are."""
+    data = _open_text(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ElmoInputError(f"{path}: expected UTF-8 text, found invalid bytes at byte {e.start}") from None
+    return io.StringIO(text, newline=None).read().split("\n") if text else []
 
 
 def read_raganato_xml(path) -> List[WsdSentence]:
@@ -106,10 +118,7 @@ def read_key_file(path, check_keys: bool = True) -> Dict[str, List[str]]:
     """``id key1 [key2 ...]`` per line (the framework's gold and answer format) -> id -> keys in file order."""
     path = Path(path)
     keys: Dict[str, List[str]] = {}
-    try:
-        lines = _open_text(path).decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise ElmoInputError(f"{path}: expected UTF-8 text, found invalid bytes at byte {e.start}") from None
+    lines = _text_lines(path)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -160,10 +169,7 @@ def read_wsd_set(xml_path) -> Tuple[List[WsdSentence], Dict[str, List[str]]]:
 def read_tagged(path) -> List[List[Tuple[str, str]]]:
     """CoNLL-style POS file: ``token<TAB>tag`` (or space-separated) per line, a blank line between sentences."""
     path = Path(path)
-    try:
-        lines = _open_text(path).decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise ElmoInputError(f"{path}: expected UTF-8 text, found invalid bytes at byte {e.start}") from None
+    lines = _text_lines(path)
     sentences, current = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():

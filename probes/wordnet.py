@@ -24,6 +24,15 @@ def _word(raw: str) -> str:
     return raw.split("(")[0].lower()  # "galore(ip)" -> "galore"
 
 
+def _decode(raw: bytes, where: str) -> str:
+    """The database is UTF-8 (nltk's WordNet reader reads it so); another byte is one line naming where it is."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ElmoInputError(f"{where}: expected UTF-8 text, found byte 0x{raw[e.start]:02x} at column "
+                             f"{e.start + 1}") from None
+
+
 class WordNet:
     def __init__(self, dict_dir):
         self.dir = Path(dict_dir)
@@ -44,8 +53,9 @@ class WordNet:
     def _read_index(path: Path) -> Dict[str, List[int]]:
         """lemma pos synset_cnt p_cnt [ptr_symbol...] sense_cnt tagsense_cnt synset_offset... (wndb(5WN))."""
         index = {}
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                line = _decode(raw, f"{path}:{number}")
                 if line.startswith(" "):  # the licence header
                     continue
                 parts = line.split()
@@ -67,7 +77,7 @@ class WordNet:
         path = self.dir / f"data.{file_pos}"
         with open(path, "rb") as f:
             f.seek(offset)
-            line = f.readline().decode("utf-8")
+            line = _decode(f.readline(), f"{path}: byte {offset}")
         parts = line.split()
         try:
             if int(parts[0]) != offset:

@@ -76,7 +76,6 @@ def stop_on_signals() -> None:
 
 
 def main(argv=None) -> int:
-    global _lock_file
     stop_on_signals()
     try:
         return _main(argv)
@@ -92,9 +91,8 @@ def main(argv=None) -> int:
               f"command again (finished runs are kept, unfinished ones start again)", file=sys.stderr)
         return 1
     finally:
-        if _lock_file:  # (the process ending releases it too; main() may be called again in one process)
-            _lock_file.close()
-            _lock_file = None
+        while _lock_files:  # (the process ending releases them too; main() may be called again in one process)
+            _lock_files.pop().close()
 
 
 def _main(argv=None) -> int:
@@ -113,6 +111,8 @@ def _main(argv=None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
+        profile["device"] = args.device
     runs = unique_runs(cells)
     name = profile["name"]
     runs_dir = Path(args.runs_dir or REPO / "runs" / name).resolve()
@@ -133,12 +133,15 @@ def _main(argv=None) -> int:
         if status is not None:
             return status
         try:  # after the preflight, which lists an unusable GPU among every other problem
-            gpus, stage_device, device_line = device_plan(args.device or profile.get("device", "cpu"), args)
+            gpus, stage_device, device_line = device_plan(profile.get("device", "cpu"), args)
         except SpecError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"runner: {device_line}", flush=True)
-        lock_problem = lock_runs_dir(runs_dir)
+        # one runner per runs directory, and per results directory: two runners with their own runs directories
+        # would both train everything into one archive and tables, and the last one to finish would win
+        lock_problem = (lock_dir(runs_dir, "runs directory", "--runs-dir")
+                        or lock_dir(results_dir, "results directory", "--results-dir"))
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
@@ -308,29 +311,29 @@ def _check_selects_runs(profile, sweeps, cells, only) -> None:
                         f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
 
 
-_lock_file = None  # held open for the runner's lifetime; the kernel releases the lock when the process ends
+_lock_files = []  # held open for the runner's lifetime; the kernel releases the locks when the process ends
 
 
-def lock_runs_dir(runs_dir: Path) -> str:
-    """One runner per runs directory: two would train the same runs twice into the same directories (interleaved
-    logs, a failed.json beside a result.json). The second one stops at once with this message rather than wait
-    (a sweep may hold the directory for hours). flock is released by the kernel however the holder ends
-    (kill -9 included), so a stale lock cannot block a later runner. Returns '' when the lock is ours."""
-    global _lock_file
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    f = open(runs_dir / ".runner.lock", "a+")
+def lock_dir(directory: Path, what: str, flag: str) -> str:
+    """One runner per runs directory (two would train the same runs twice into the same directories: interleaved
+    logs, a failed.json beside a result.json) and per results directory (one archive, one set of tables). The
+    second one stops at once with this message rather than wait (a sweep may hold the directory for hours). flock
+    is released by the kernel however the holder ends (kill -9 included), so a stale lock cannot block a later
+    runner. Returns '' when the lock is ours."""
+    directory.mkdir(parents=True, exist_ok=True)
+    f = open(directory / ".runner.lock", "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "pid unknown"
         f.close()
-        return (f"runs directory {runs_dir} is in use by another runner ({holder}); wait for it to end or stop "
-                f"it, or give this one another --runs-dir")
+        return (f"{what} {directory} is in use by another runner ({holder}); wait for it to end or stop "
+                f"it, or give this one another {flag}")
     f.truncate(0)
     f.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
     f.flush()
-    _lock_file = f
+    _lock_files.append(f)
     return ""
 
 
@@ -341,12 +344,13 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
     result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
     warning says how many."""
-    from runner.inputs import Checksums, run_inputs, stale_inputs
+    from runner.inputs import Checksums, input_paths, run_inputs, stale_inputs
 
     checksums = Checksums(runs_dir / ".checksums.json")
     inputs, finished, stale, unverified = {}, set(), [], 0
     for run in runs:
-        inputs[run] = run_inputs(run.knob_dict, run.uses_elmo, checksums, repo_path)
+        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
+        inputs[run] = run_inputs(paths, checksums, repo_path)
         result, problem = load_result(run_dir[run] / "result.json")
         if problem:
             print(f"warning: {problem}: counted as " + ("missing (run the runner without --build-only to redo it)"
@@ -355,7 +359,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
             continue
         if result.get("inputs") is None:
             unverified += 1
-        changed = stale_inputs(result.get("inputs"), inputs[run], run.knob_dict)
+        changed = stale_inputs(result.get("inputs"), inputs[run], paths)
         if changed:
             stale.append((run, changed))
         else:
@@ -455,6 +459,8 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
     if args.executor == "ray" and (args.gpus_per_run or 0) > 0:
         extra["CUDA_DEVICE"] = "0"  # Ray sets CUDA_VISIBLE_DEVICES to the run's GPU
+    elif profile.get("device") == "cpu":  # --device cpu on a GPU profile: its CUDA_DEVICE knob (paper: 0) is not used
+        extra["CUDA_DEVICE"] = "-1"
     return {"task": run.task, "knobs": k, "run_dir": str(directory), "extra_env": extra,
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 

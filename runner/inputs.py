@@ -6,6 +6,7 @@ result.json) and compares them on every later invocation (runner/__main__.py dec
 Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small file keyed by (path, size, mtime_ns):
 a file is read again only when one of those changes.
 """
+import functools
 import hashlib
 import json
 import os
@@ -17,6 +18,33 @@ from typing import Dict, Optional
 INPUT_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH", "GLOVE_PATH", "ELMO_OPTIONS", "ELMO_WEIGHTS")
 
 FRESH_S = 2
+
+# What an empty ELMO_OPTIONS/ELMO_WEIGHTS knob reads (jsonnet_configs/elmo.libsonnet:34-35).
+BUNDLED_BILM = {"ELMO_OPTIONS": "elmo_module/bundled/tiny_options.json",
+                "ELMO_WEIGHTS": "elmo_module/bundled/tiny_weights.hdf5"}
+
+
+@functools.lru_cache(maxsize=None)
+def bundled_data(task: str) -> Dict[str, str]:
+    """What an empty TRAIN/DEV/TEST_PATH knob reads: the task's bundled sample, as its config names it (evaluated
+    with the default knobs; '' where the config has no such split, as SQuAD's test)."""
+    from runner.preflight import task_config
+    from tasks.knobs import KNOBS
+
+    config = task_config(task, dict(KNOBS))
+    return {"TRAIN_PATH": config.get("train_data_path", ""), "DEV_PATH": config.get("validation_data_path", ""),
+            "TEST_PATH": config.get("test_data_path", "")}
+
+
+def input_paths(task: str, knobs: Dict[str, str], uses_elmo: bool) -> Dict[str, str]:
+    """Knob -> the file it makes the run read: the knob's value, or for an empty one the bundled file the config
+    falls back to (the bundled sample data and biLM are files a user can edit too: issue 25)."""
+    paths = {}
+    for name in INPUT_KNOBS:
+        if name.startswith("ELMO_") and not uses_elmo:
+            continue
+        paths[name] = knobs.get(name, "") or {**BUNDLED_BILM, **bundled_data(task)}.get(name, "")
+    return paths
 
 
 class Checksums:
@@ -67,22 +95,20 @@ class Checksums:
             tmp.unlink(missing_ok=True)
 
 
-def run_inputs(knobs: Dict[str, str], uses_elmo: bool, checksums: Checksums, resolve) -> Dict[str, Optional[str]]:
-    """Knob -> sha256 of the file it names; None for an empty knob (the task's bundled sample or the bundled biLM,
-    which change only with the code: see git_commit in the provenance) or a path that is not here (--build-only on
-    another machine: not checked). ``resolve`` turns a knob value into a path (relative to the repository)."""
+def run_inputs(paths: Dict[str, str], checksums: Checksums, resolve) -> Dict[str, Optional[str]]:
+    """Knob -> sha256 of the file it names (``paths``: input_paths); None for an empty one (no GloVe) or a path that
+    is not here (--build-only on another machine, an hf: dataset: not checked). ``resolve`` turns a knob value into
+    a path (relative to the repository)."""
     inputs = {}
-    for name in INPUT_KNOBS:
-        if name.startswith("ELMO_") and not uses_elmo:
-            continue
-        value = knobs.get(name, "")
+    for name, value in paths.items():
         path = resolve(value) if value and "${" not in value else None
         inputs[name] = checksums.of(path) if path is not None and path.exists() else None
     return inputs
 
 
-def stale_inputs(recorded: Optional[dict], current: Dict[str, Optional[str]], knobs: Dict[str, str]) -> list:
+def stale_inputs(recorded: Optional[dict], current: Dict[str, Optional[str]], paths: Dict[str, str]) -> list:
     """The inputs that changed since a run finished: 'KNOB (path)' for each checksum that differs. Inputs not
-    checkable now (None on either side) are not reported."""
-    return [f"{name} ({knobs.get(name, '')})" for name, digest in current.items()
+    checkable now (None on either side: runs recorded before the bundled files were checked, too) are not
+    reported."""
+    return [f"{name} ({paths.get(name, '')})" for name, digest in current.items()
             if digest and (recorded or {}).get(name) and recorded[name] != digest]

@@ -11,6 +11,8 @@ options (shapes from the hdf5 metadata, nothing loaded); free disk against the a
 """
 import gzip
 import json
+import logging
+import re
 import shutil
 import tempfile
 from collections import Counter, defaultdict
@@ -35,6 +37,8 @@ class Problem:
     fix: str
 
     def __str__(self) -> str:
+        if not self.expected:  # ``found`` is a reader's own "...: expected ..., found ..." line
+            return f"{self.file}: {self.found}. {self.fix}"
         return f"{self.file}: expected {self.expected}; found {self.found}. {self.fix}"
 
 
@@ -56,8 +60,9 @@ def _variables(raw: str) -> str:
 # ---------------------------------------------------------------- files that are not there
 
 def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
+    """One problem per unset variable or missing path, naming it once with every task and knob that needs it."""
     hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
-    problems = {}
+    needs = defaultdict(dict)  # unset variables or missing path -> {"task KNOB": the knob's value}
     for run in runs:
         for name in (*DATA_KNOBS, "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
             value = run.knob_dict.get(name, "")
@@ -67,22 +72,40 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
             if any(path.is_relative_to(d) for d in exclude) or ("${" not in value and path.exists()):
                 continue
             unset = [m.group(1) for m in _VAR.finditer(value)]
-            same_variable = [h for h in hints.values() for v in unset if h.startswith(f"set {v} ")]
-            hint = hints.get(f"{run.task}.{name}", hints.get(name, (same_variable or [f"set {name}"])[0]))
-            found = f"environment variable {', '.join(unset)} is not set" if unset else "nothing there"
-            key = ",".join(unset) or value  # one problem per unset variable
-            if key in problems:
-                problems[key].file += f", {value}"
-                continue
-            kind = "a data file or directory" if name in DATA_KNOBS else "a file"
-            problems[key] = Problem(value, f"the {name} of {run.task} ({kind})", found, hint[0].upper() + hint[1:])
-    return list(problems.values())
+            needs[",".join(unset) or value][f"{run.task} {name}"] = value
+    fine = (profile.get("bilm") or {}).get("finetune") or {}
+    if isinstance(fine.get("from"), dict):  # the official weights the biLM stages fine-tune (runner/bilm.py)
+        from runner.spec import expand
+
+        for part in ("options", "weights"):
+            value = expand(str(fine["from"].get(part, "")))
+            unset = [m.group(1) for m in _VAR.finditer(value)]
+            if value and (unset or not repo_path(value).exists()):
+                needs[",".join(unset) or value][f"biLM fine-tuning ({', '.join(fine.get('tasks', []))}) "
+                                                f"ELMO_{part.upper()}"] = value
+    problems = []
+    for key, users in needs.items():
+        task, name = next(iter(users)).rsplit(" ", 1)
+        unset = key.split(",") if "${" in next(iter(users.values())) else []
+        same_variable = [h for h in hints.values() for v in unset if h.startswith(f"set {v} ")]
+        same_task = [hints[f"{task}.{k}"] for k in DATA_KNOBS if name in DATA_KNOBS and f"{task}.{k}" in hints]
+        hint = hints.get(f"{task}.{name}", hints.get(name, (same_variable or same_task or [f"set {name}"])[0]))
+        if unset and not hint.startswith(f"set {unset[0]} ") and same_variable:
+            hint = same_variable[0]  # the hint of the variable itself, not of another file of the same knob
+        values = sorted(set(users.values()))
+        what = ", ".join(sorted(users)) + (" (data files or directories)" if name in DATA_KNOBS else "")
+        found = f"environment variable {', '.join(unset)} is not set" if unset else "nothing there"
+        problems.append(Problem(", ".join(values), f"the {what}", found, hint[0].upper() + hint[1:]))
+    return problems
 
 
 # ---------------------------------------------------------------- the GPU
 
 def gpu_index(profile: dict, runs) -> Optional[int]:
-    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU."""
+    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU, and for
+    "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
+    if profile.get("device") == "cpu":
+        return None
     devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
     if devices:
         return devices[0]
@@ -100,7 +123,8 @@ def gpu_problems(profile: dict, runs) -> List[Problem]:
         return []
     return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile['name']}' has "
                                     f"\"device\": \"{profile.get('device', 'cpu')}\", CUDA_DEVICE {index})",
-                    reason, "Run on a machine with such a GPU, or use a CPU profile (e.g. --profile mini)")]
+                    reason, "Run on a machine with such a GPU, or add --device cpu to check the inputs (and run) "
+                            "here on the CPU")]
 
 
 # ---------------------------------------------------------------- the task config, GloVe
@@ -123,7 +147,9 @@ def _nodes(node, path="config"):
 
 
 def glove_dimension(path: Path) -> Tuple[Optional[int], str]:
-    """(the vector size of a GloVe text file from its first lines, a description of what was read)."""
+    """(the vector size of a GloVe text file from its first lines, a description of what was read). A later line of
+    another size is not seen here: allennlp skips such a line with a warning in the run's log (its word then gets a
+    random vector, as a word missing from the file does)."""
     opener = gzip.open if path.suffix == ".gz" else open
     sizes = Counter()
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
@@ -154,10 +180,12 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
             found, what = None, f"an unreadable file ({_first_line(e)})"
         if found != expected:
             raw = _raw_knob(profile, task, "GLOVE_PATH")
+            hints = profile.get("requires", {})
+            hint = hints.get(f"{task}.GLOVE_PATH", hints.get("GLOVE_PATH", ""))  # the file the profile names
+            fix = (hint[0].upper() + hint[1:] if hint else f"Set {_variables(raw)} to a {expected}-d GloVe text "
+                   f"file (tasks/{task}/README.md says which)")
             problems.append(Problem(str(path), f"{expected}-d GloVe vectors ({task} config {where}.embedding_dim, "
-                                               f"SIZE {config_size(profile, task)})", what,
-                                    f"Set {_variables(raw)} to a {expected}-d GloVe text file "
-                                    f"(e.g. glove.6B.{expected}d.txt; tasks/{task}/README.md says which)"))
+                                               f"SIZE {config_size(profile, task)})", what, fix))
     return problems
 
 
@@ -175,8 +203,11 @@ def _sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
     if path.suffix == ".json":
         if size <= 4 * PREFIX_BYTES:
             return path, 1.0
-        document = json.loads(path.read_text(encoding="utf-8"))
-        key = max((k for k, v in document.items() if isinstance(v, list)), key=lambda k: len(document[k]))
+        try:
+            document = json.loads(path.read_bytes().decode("utf-8-sig"))
+            key = max((k for k, v in document.items() if isinstance(v, list)), key=lambda k: len(document[k]))
+        except (ValueError, AttributeError):  # not a JSON object with a list (a download cut short): the reader
+            return path, 1.0  # reads the whole file and says what is wrong with it, naming the file
         entries = document[key]
         sample = directory / path.name
         sample.write_text(json.dumps({**document, key: entries[:JSON_ENTRIES]}), encoding="utf-8")
@@ -185,8 +216,11 @@ def _sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
         return path, 1.0
     with open(path, "rb") as f:
         head = f.read(PREFIX_BYTES)
-    cut = head.rfind(b"\n\n")
-    head = head[:cut + 2] if cut > 0 else head[:head.rfind(b"\n") + 1]
+    # the last blank line (a sentence boundary), else the last line end; lines end at \n, \r\n or \r (a CR-only
+    # file was cut to nothing)
+    ends = [m.end() for m in re.finditer(rb"(?:\r\n|\r|\n){2}", head)] or \
+        [m.end() for m in re.finditer(rb"\r\n|\r|\n", head)] or [len(head)]
+    head = head[:ends[-1]]
     sample = directory / path.name
     sample.write_bytes(head)
     return sample, size / len(head)
@@ -212,8 +246,8 @@ def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem],
         files, skipped = scan_conll2012(str(path))
     except ConfigurationError as e:
         found = _first_line(e).split(": ", 1)[-1]
-        return [Problem(str(path), f"the {task} {split} data, English *gold_conll files", found,
-                        f"See tasks/{task}/README.md, 'Data'")], None, 0, {}
+        return [Problem(str(path), "", f"the {task} {split} data: {found}", f"See tasks/{task}/README.md, 'Data'")
+                ], None, 0, {}
     problems = []
     other = Counter(release_of(f) for f in files if release_of(f) != expected)
     if other:
@@ -256,14 +290,17 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
         else:
             sample, scale = _sample_file(path, directory)
         shown = path if sample.parent == directory else sample  # a prefix copy: name the user's file
+        release_log = logging.getLogger("tasks.srl.conll2012_format")  # its release warning is a problem above:
+        release_log.disabled = True  # not the same line twice, once before the list
         try:
             instances = list(readers[split].read(str(sample)))
         except Exception as e:  # whatever the reader raises is the problem to report
-            message = _first_line(e).replace(str(sample), str(shown))
-            problems.append(Problem(str(shown), f"{task} {split} data that its reader ({reader_type}) reads",
-                                    message[len(f"{shown}: "):] if message.startswith(f"{shown}: ") else message,
+            message = _first_line(e).replace(str(sample), str(shown)).removeprefix(f"{shown}: ")
+            problems.append(Problem(str(shown), "", f"the {task} {split} data (reader {reader_type}): {message}",
                                     f"Check the file against tasks/{task}/README.md, 'Data'"))
             continue
+        finally:
+            release_log.disabled = False
         texts = {tuple(t) for instance in instances for field in instance.fields.values() for t in _texts(field)}
         samples[split] = DataSample(instances=round(len(instances) * scale),
                                     tokens=round(sum(len(t) for t in texts) * scale),
@@ -317,10 +354,17 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
         fix = "Use the options file released with these weights (same name stem, see https://allennlp.org/elmo)"
         try:
             options = BiLmOptions.load(o)
+        except Exception as e:  # a misspelt key, a wrong type: the line names the key
+            problems.append(Problem(str(o), "", _first_line(e).removeprefix(f"{o}: ").removeprefix(
+                f"options file '{o}' "), "Fix that key (the official options files: https://allennlp.org/elmo)"))
+            continue
+        try:
             wrong = layout_mismatches(w, options)
-        except Exception as e:
-            problems.append(Problem(str(o if "options" in str(e) else w), "an official ELMo options.json + hdf5 pair",
-                                    _first_line(e), fix))
+        except Exception as e:  # not an hdf5 file, or one cut short
+            message = _first_line(e).replace(f"weight file '{w}' ", "a file that ")
+            problems.append(Problem(str(w), "a complete hdf5 weights file", message,
+                                    "Download the weights again (a broken download is the usual cause): "
+                                    "https://allennlp.org/elmo"))
             continue
         if wrong:
             name, shape, found = wrong[0]
@@ -481,12 +525,14 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
         for task in sorted({r.task for r in runs}):
             knobs = next(r for r in runs if r.task == task).knob_dict
             try:
-                problems += glove_problems(profile, task, task_config(task, knobs))
-                found, samples[task] = data_problems(task, knobs, Path(scratch))
-                problems += found
-            except Exception as e:  # a config that does not evaluate or build: the first line says why
+                config = task_config(task, knobs)
+            except Exception as e:  # a config that does not evaluate: the first line says why
                 problems.append(Problem(f"jsonnet_configs/{task}.jsonnet", "a config that evaluates with the "
                                         "profile's knobs", _first_line(e), "Fix the knob it names"))
+                continue
+            problems += glove_problems(profile, task, config)
+            found, samples[task] = data_problems(task, knobs, Path(scratch))
+            problems += found
         problems += weights_problems(profile, runs, exclude)
         sizes, free, existing = cache_plan(profile, runs, samples, cache_dir, exclude) if use_cache else ({}, 0, 0)
         need = sum(b for b, _ in sizes.values())
@@ -506,15 +552,17 @@ def _gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]
     from elmo_module.device import cuda_problem, describe
 
     index = gpu_index(profile, runs)
-    reason = cuda_problem(index or 0)
+    if index is None:
+        return ["GPU hours: not estimated (the runs are to run on the CPU); run --check on the GPU machine for an "
+                "estimate from a short timing there."]
+    reason = cuda_problem(index)
     if reason is not None:
         return [f"GPU hours: no estimate possible on this machine ({reason}); the estimate times a few training "
                 f"batches of each task's paper-size config on the GPU the runs will use: run --check there."]
     if not measure:
         return ["GPU hours: run with --check for an estimate from a short timing on this GPU."]
     return [f"GPU hours per task, from {TIMED_BATCHES} timed training batches each on "
-            f"{describe(f'cuda:{index or 0}')}:"] + gpu_hours(profile, runs, samples, scratch, index or 0,
-                                                                  bilm_outputs(profile))
+            f"{describe(f'cuda:{index}')}:"] + gpu_hours(profile, runs, samples, scratch, index, bilm_outputs(profile))
 
 
 def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_cache: bool) -> List[str]:

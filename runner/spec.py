@@ -164,6 +164,9 @@ def _check_tasks(where: str, key: str, value) -> None:
             raise _key_error(where, key, f"a list of task names ({', '.join(TASKS)})", value)
         if task not in TASKS:
             raise _unknown(where, f"{key}[{task!r}]", TASKS, "task")
+    twice = sorted({t for t in value if value.count(t) > 1})
+    if twice:  # each cell would average two copies of every seed (issue 25: '51.50 ± 0.58' from runs of ± 0.71)
+        raise _key_error(where, key, "each task once", twice[0] if len(twice) == 1 else twice)
 
 
 def _check_knob_settings(where: str, key: str, settings, per_task: bool) -> None:
@@ -294,13 +297,27 @@ def check_sweep(sweep: dict, where: str) -> None:
         point_knobs = x.get("knobs", {})
         if not isinstance(point_knobs, dict):
             raise _key_error(where, "x.knobs", "an object x value -> {knob: value}", point_knobs)
+        values = [str(v) for v in x["values"]]
+        for i, value in enumerate(values):
+            if value in values[:i] or any(_same_number(value, v) for v in values[:i]):
+                # one run would count as two seeds of one point (± 0.00) and the row would outgrow its header
+                raise _key_error(where, f"x.values[{i}]", "values that differ", x["values"][i])
+        for i, column in enumerate(sweep["columns"]):
+            if x["knob"] in column.get("knobs", {}):  # the x value would replace it without a word
+                raise _key_error(where, f"columns[{i}].knobs.{x['knob']}", f"no {x['knob']} in a column (the x axis "
+                                 f"sets it at each point)", column["knobs"][x["knob"]])
         for value, knobs in point_knobs.items():
-            if value not in map(str, x["values"]):
+            if value not in values:
                 raise _key_error(where, f"x.knobs.{value}", f"one of x.values ({', '.join(map(str, x['values']))})",
                                  value)
             if not isinstance(knobs, dict) or x["knob"] in knobs:
                 raise _key_error(where, f"x.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
             _check_knob_settings(where, f"x.knobs.{value}", knobs, per_task=True)
+            for i, column in enumerate(sweep["columns"]):
+                both = sorted(set(knobs) & set(column.get("knobs", {})))
+                if both:  # the point's value would win, and e.g. the baseline cell be filled by an ELMo run
+                    raise _key_error(where, f"x.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
+                                     f"'{column['label']}' sets {both[0]})", knobs[both[0]])
         # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
         # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
         full = x.get("full_percent", 100)
@@ -313,6 +330,14 @@ def check_sweep(sweep: dict, where: str) -> None:
     for name in sweep.get("from", []) if "from" in SWEEP_KINDS[kind] else []:
         if name not in SWEEP_NAMES:
             raise _unknown(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")
+
+
+def _same_number(a: str, b: str) -> bool:
+    """'1' and '1.0' on an x axis of numbers are one point."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -57,11 +57,35 @@ def decode_line(file_path, line_number: int, raw: bytes) -> str:
 
 
 def text_lines(file_path, expected: str) -> Iterator[Tuple[int, str]]:
-    """(line number from 1, line) of a UTF-8 text file, checked as above; ``expected`` names what the file should
-    hold, for the error when the path is missing or a directory."""
+    r"""(line number from 1, line ending in '\n' but the last) of a UTF-8 text file, checked as above; ``expected``
+    names what the file should hold, for the error when the path is missing or a directory. A line ends at \n,
+    \r\n or \r, as allennlp's readers read text files (universal newlines): a CR-only file is not one line."""
+    line_number = 0
     with open(local_file(file_path, expected), "rb") as data_file:
-        for line_number, raw in enumerate(data_file, start=1):
-            yield line_number, decode_line(file_path, line_number, raw)
+        for chunk in data_file:
+            ends = chunk.endswith(b"\n")
+            body = chunk[:-1] if ends else chunk
+            if ends and body.endswith(b"\r"):
+                body = body[:-1]
+            pieces = body.split(b"\r")
+            for i, raw in enumerate(pieces):
+                last = i == len(pieces) - 1
+                if last and not ends and not raw and len(pieces) > 1:
+                    break  # the file ended with a \r: that was the last line's end
+                line_number += 1
+                yield line_number, decode_line(file_path, line_number, raw + (b"\n" if ends or not last else b""))
+
+
+def json_error(file_path, where, expected: str, error: ValueError, text: str) -> InputError:
+    """A json.JSONDecodeError with its column; a text that ends inside a value is said to be cut short (a broken
+    download), not left as "Unterminated string starting at" (json's message, whose position was left out)."""
+    what = error.msg.removesuffix(" at")
+    if error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip()):
+        found = "text cut short inside a JSON value (a broken download? get the file again)"
+    else:
+        found = f"invalid JSON ({what} at column {error.colno})"
+    location = f"line {where}" if isinstance(where, int) else where
+    return InputError(f"{file_path}: {location}: expected {expected}, found {found}")
 
 
 def read_text(file_path, expected: str) -> str:

@@ -200,3 +200,14 @@ def test_disk_that_fills_during_the_work_is_a_one_line_error_and_leaves_no_outpu
     err = (tmp_path / "mnt.err").read_text()
     assert "paused at embed-batch" in err and "Traceback" not in err
     assert err.splitlines()[-1].startswith(f"error: --output '{tmp_path}/mnt/out.hdf5': needs about ")
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_lines_end_at_lf_crlf_or_cr_as_allennlp_and_bilm_tf_read_them(tmp_path, newline):
+    """Issue 25: a CR-only file ('a b\\rc d\\re f\\r') was one sentence of six words; bilm-tf and allennlp's `elmo`
+    read text files with universal newlines: three sentences."""
+    from elmo_module.embed import read_sentences
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfa b" + newline + b"c d" + newline + newline + b"e f" + newline)
+    assert read_sentences(path) == [["a", "b"], ["c", "d"], [], ["e", "f"]]

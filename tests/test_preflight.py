@@ -4,7 +4,10 @@ defect; and every paper-size config trains on the stand-ins (the check that the 
 matches what each task's config needs, which the paper profile once got wrong for NER and SRL)."""
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from collections import namedtuple
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import numpy as np
 import pytest
 
 from runner.spec import expand_cells, load_profile, load_sweeps, unique_runs
+from tasks.knobs import KNOBS
 from tests.elmo_fixtures import write_random_elmo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,7 +139,7 @@ def test_preflight_passes_on_the_stand_in_and_plans(stand_in, tmp_path, monkeypa
         assert f"  {task}: " in text
     # the trees hold chinese/ and arabic/ beside english/: read English only, and say what was skipped
     assert "srl TRAIN_PATH: 2 files" in text and "skipped non-English: arabic 2, chinese 2" in text
-    assert "activation caches in" in text and "GPU hours: no estimate possible" in text
+    assert "activation caches in" in text and "GPU hours: not estimated (the runs are to run on the CPU)" in text
 
 
 def test_readers_read_english_only_and_warn_on_the_other_release(stand_in, caplog):
@@ -180,6 +184,36 @@ def _bad_ner_line(env, root):
     _replace(Path(env["CONLL2003_DIR"]) / "eng.train", "Keller NNP I-NP I-PER", "Keller NNP I-PER")
 
 
+def _cut_large_squad(env, root):
+    """A 30 MB download cut short: over the size the preflight samples (it parsed it itself and blamed the config)."""
+    path = Path(env["SQUAD_DIR"]) / "train-v1.1.json"
+    document = json.loads(path.read_text())
+    text = json.dumps({**document, "data": document["data"] * 2000})
+    assert len(text) > 2 * 4 * 256 * 1024
+    path.write_text(text[:len(text) // 2])
+
+
+def _misspelt_options_key(env, root):
+    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json", "use_skip_connections", "use_skip_conections")
+
+
+def _cut_weights(env, root):
+    path = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_weights.hdf5"
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def _skeletons(env, root):  # the release before skeleton2conll.sh filled in the words
+    for path in (Path(env["ONTONOTES_V12_DIR"]) / "data" / "train").rglob("*.gold_conll"):
+        path.rename(path.with_name(path.name.replace("_conll", "_skel")))
+
+
+def _cut_tree(env, root):
+    path = Path(env["SST_DIR"]) / "train.txt"
+    lines = path.read_text().split("\n")
+    lines[1] = lines[1][:-3]
+    path.write_text("\n".join(lines))
+
+
 # defect -> (the task whose runs are checked (the passing case above checks all), plant it: (env, root) -> env
 # changes, what the one problem must say)
 DEFECTS = {
@@ -187,17 +221,33 @@ DEFECTS = {
                      ["sst_dir/dev.txt", "nothing there"]),
     "unset_variable": ("snli", lambda env, root: {"SNLI_DIR": None},
                        ["environment variable SNLI_DIR is not set", "snli", "https://nlp.stanford.edu/projects/snli/"]),
-    "unreadable_file": ("ner", _bad_ner_line, ["eng.train", "ner TRAIN_PATH data that its reader (conll2003_checked)",
-                                               "found line 4: expected 4 columns"]),
+    "unreadable_file": ("ner", _bad_ner_line, ["eng.train: the ner TRAIN_PATH data (reader conll2003_checked): "
+                                               "line 4: expected 4 columns"]),
     "glove_dimension": ("ner", lambda env, root: {"GLOVE_6B_50D": env["GLOVE_6B_100D"]},
                         ["glove.100d.txt", "expected 50-d GloVe vectors (ner config", "100-d vectors", "GLOVE_6B_50D"]),
-    "only_other_languages": ("srl", _remove_english, ["data/train",
-                                                      "found only non-English ones (2 arabic, 2 chinese)"]),
+    "only_other_languages": ("srl", _remove_english, ["data/train: the srl TRAIN_PATH data: expected English",
+                                                      "found only non-English ones (2 arabic, 2 chinese); the English "
+                                                      "part of the release is missing here"]),
     "other_release": ("srl", _v4_files_for_srl, ["data/train", "release v12 (conll-formatted-ontonotes-5.0",
                                                  "the release srl expects", "2 file(s) of release v4",
                                                  "v4_gold_conll"]),
     "weights_disagree_with_options": ("ner", _wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32",
                                                               "found shape (16, 64)"]),
+    # issue 25
+    "large_json_cut_short": ("squad", _cut_large_squad, ["squad_dir/train-v1.1.json: the squad TRAIN_PATH data",
+                                                         "text cut short inside a JSON value", "get the file again"]),
+    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
+                                                            "'lstm.use_skip_conections' is not a biLM option",
+                                                            "Fix that key"]),
+    "weights_cut_short": ("ner", _cut_weights, [f"{OFFICIAL}_weights.hdf5: expected a complete hdf5 weights file",
+                                                "truncated file", "Download the weights again"]),
+    "skeleton_files": ("srl", _skeletons, ["data/train: the srl TRAIN_PATH data", "6 *_skel file(s)",
+                                           "run skeleton2conll.sh"]),
+    "glove_of_another_size": ("snli", lambda env, root: {"GLOVE_840B_300D": env["GLOVE_6B_100D"]},
+                              ["expected 300-d GloVe vectors", "Set GLOVE_840B_300D to glove.840B.300d.txt"]),
+    "sst_tree_cut": ("sst", _cut_tree, ["sst_dir/train.txt: the sst TRAIN_PATH data (reader sst_checked): line 2: "
+                                        "expected a PTB-format tree, found an unparseable one (expected ')' but got "
+                                        "'end-of-string' at column"]),
 }
 
 
@@ -221,6 +271,25 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
     for part in expected:
         assert part in line, line
     assert "\n" not in line
+
+
+def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, tmp_path, monkeypatch):
+    """Issue 25: every task reader on its data with a UTF-8 byte-order mark and old-Mac line ends (\\r only), which
+    allennlp's readers read as lines (universal newlines): no problem, and as many instances and tokens as the plain
+    files. (A CR-only file was one line: NER's 'expected 4 columns'.)"""
+    root, env = stand_in
+    copy = tmp_path / "inputs"
+    shutil.copytree(root, copy)
+    env = {k: v.replace(str(root), str(copy)) for k, v in env.items()}
+    for variable in ("SQUAD_DIR", "SNLI_DIR", "CONLL2003_DIR", "SST_DIR", "ONTONOTES_V12_DIR", "CONLL2012_DIR"):
+        for path in Path(env[variable]).rglob("*"):
+            if path.is_file():
+                path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    plain_problems, plain = check(tmp_path / "plain", monkeypatch, stand_in[1])
+    problems, plan = check(tmp_path, monkeypatch, env)
+    assert plain_problems == [] and problems == [], "\n".join(map(str, problems))
+    data = [line for line in plan if "instances" in line]
+    assert len(data) == 17 and data == [line for line in plain if "instances" in line]
 
 
 def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
@@ -254,6 +323,31 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
                  "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "plan of profile 'paper'" in out and "srl TRAIN_PATH: 2 files" in out and not (tmp_path / "runs").exists()
+
+
+def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
+    """Issue 25: `--profile paper --check` read the profile's "device": "cuda" and CUDA_DEVICE 0 whatever --device
+    said, so a CPU machine (where one checks the inputs before renting GPUs) always failed with "GPU 0: expected a
+    CUDA GPU". The real paper profile and the real command, in its own process, on the stand-in."""
+    env = {**os.environ, **stand_in[1], "CUDA_VISIBLE_DEVICES": ""}  # no GPU, whatever this machine has
+    for knob in KNOBS:
+        env.pop(knob, None)
+    done = subprocess.run([sys.executable, "-m", "runner", "--profile", "paper", "--check", "--device", "cpu",
+                           "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+                           "--cache-dir", str(tmp_path / "cache")], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "plan of profile 'paper'" in done.stdout and "fine-tune on snli's training text" in done.stdout
+    assert "GPU hours: not estimated (the runs are to run on the CPU)" in done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
+    import elmo_module.device
+
+    monkeypatch.setattr(elmo_module.device, "cuda_problem", lambda index=0: "no CUDA GPU is visible")
+    problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"], device="cuda")
+    assert "add --device cpu to check the inputs (and run) here" in str(problems[0])
 
 
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):

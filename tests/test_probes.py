@@ -45,6 +45,23 @@ SENSES = {("bank", "noun"): ["bank.money", "bank.slope"], ("riverbank", "noun"):
           ("good", "adj"): ["good.a"], ("fine", "adj"): ["fine.s"]}
 
 
+def test_pos_and_key_files_drop_a_byte_order_mark(tmp_path):
+    """Issue 25: the POS probe read a UTF-8 byte-order mark into the first token ('\ufeffThe'); the task readers
+    drop it. Lines may end in \r\n or \r as well."""
+    marked = "\ufeffThe\tDT\r\ndog\tNN\r\n\r\nIt\tPRP\r"
+    assert read_tagged(_write(tmp_path / "p.txt", marked)) == [[("The", "DT"), ("dog", "NN")], [("It", "PRP")]]
+    assert read_key_file(_write(tmp_path / "k.txt", "\ufeffd0.s0.t0 bank%1:14:00::\n")) == {
+        "d0.s0.t0": ["bank%1:14:00::"]}
+
+
+def test_a_wordnet_file_with_a_byte_that_is_not_utf8_is_one_line(tmp_path):
+    write_dict(tmp_path, SYNSETS, SENSES)
+    index = tmp_path / "index.noun"
+    index.write_bytes(index.read_bytes().replace(b"riverbank", b"riverb\xe4nk"))
+    with pytest.raises(ElmoInputError, match=r"index\.noun:\d+: expected UTF-8 text, found byte 0xe4 at column 7$"):
+        WordNet(tmp_path).first_sense("bank", "NOUN")
+
+
 def test_sense_keys_and_first_sense_from_index_and_data_files(tmp_path):
     write_dict(tmp_path, SYNSETS, SENSES)
     wn = WordNet(tmp_path)
@@ -218,3 +235,21 @@ def test_neighbour_sentence_is_never_the_source_itself():
     result = run_neighbours(FrozenBiLm(batch_size=4), str(semcor), sources=sources, nearest=1, min_count=1)
     for entry, whole in zip(result["contextual"], with_play[:2]):
         assert entry["nearest"] and all(n["sentence"] != whole for n in entry["nearest"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["neighbours", "--top", "-3"], "--top: expected at least 1, found -3"),
+    (["pos", "--threads", "-2"], "--threads: expected at least 1, found -2"),
+    (["neighbours", "--glove", "{tmp}/glove.txt"], "--glove '{tmp}/glove.txt': expected a GloVe text file, found no "
+                                                   "such file"),
+    (["pos", "--out", "{tmp}/a_file/pos.json"], "--out '{tmp}/a_file/pos.json': cannot make directory "
+                                                "'{tmp}/a_file' (File exists)"),
+])
+def test_bad_probe_flags_are_one_line_before_any_work(tmp_path, capsys, argv, message):
+    """Issue 25: these were a traceback (--threads, --glove), a silently short list (--top -3), or a traceback after
+    all the work (--out under a file)."""
+    from probes.__main__ import main
+
+    (tmp_path / "a_file").write_text("")
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err == f"error: {message.format(tmp=tmp_path)}\n"

@@ -97,9 +97,9 @@ def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
 COLUMN = {"label": "baseline", "knobs": {"ELMO": "none"}}
 
 
-def _curve(point_knobs):  # a Figure 1 sweep whose x axis sets more knobs at some points
-    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": [COLUMN], "x": {
-        "knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "knobs": point_knobs}}}}
+def _curve(point_knobs, values=("0.5", "1.0"), columns=(COLUMN,)):  # a Figure 1 sweep; its x axis may set more knobs
+    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": list(columns), "x": {
+        "knob": "TRAIN_FRACTION", "values": list(values), "knobs": point_knobs}}}}
 
 
 BAD_PROFILES = {
@@ -130,6 +130,14 @@ BAD_PROFILES = {
     "x knobs bad value": (_curve({"0.5": {"BATCHES_PER_EPOCH": "0"}}),
                           ["BATCHES_PER_EPOCH = '0'", "expected empty or a positive integer"]),
     "jobs as text": ({"jobs": "2"}, ["key 'jobs'", "an integer", "'2'"]),
+    # sweep shapes that used to train and report silently wrong cells (issue 25)
+    "task twice in a sweep": ({"sweep_overrides": {"table1": {**ONE_COLUMN["table1"], "tasks": ["ner", "ner"]}}},
+                              ["key 'tasks'", "expected each task once", "'ner'"]),
+    "x value twice": (_curve({}, values=("0.5", "1.0", "1")), ["key 'x.values[2]'", "values that differ", "'1'"]),
+    "x knobs set a column's knob": (_curve({"1.0": {"ELMO": "input"}}),
+                                    ["key 'x.knobs.1.0.ELMO'", "column 'baseline' sets ELMO", "'input'"]),
+    "column sets the x knob": (_curve({}, columns=[{**COLUMN, "knobs": {"ELMO": "none", "TRAIN_FRACTION": "0.1"}}]),
+                               ["key 'columns[0].knobs.TRAIN_FRACTION'", "no TRAIN_FRACTION in a column", "'0.1'"]),
 }
 
 
@@ -162,6 +170,23 @@ def test_only_with_a_misspelt_sweep_changes_nothing(tmp_path, capsys, fake_train
     assert (tmp_path / "results" / "summary.json").read_text() == summary
 
 
+def test_device_cpu_overrides_a_gpu_profile_for_the_runs(tmp_path, capsys, monkeypatch):
+    """Issue 25: --device cpu was ignored by the preflight and by the runs (a profile's CUDA_DEVICE knob 0 still
+    reached `allennlp train`). The training stand-in records the CUDA_DEVICE it was given."""
+    seen = tmp_path / "cuda_device.txt"
+
+    def command(task, model_dir):
+        record = f"open({str(seen)!r}, 'a').write(os.environ['CUDA_DEVICE'] + '\\n')\n"
+        return [sys.executable, "-c", FAKE_TRAINING + record, str(model_dir)]
+
+    monkeypatch.setattr(execute, "train_command", command)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    path = write_profile(tmp_path, device="cuda", knobs={"SIZE": "tiny", "NUM_EPOCHS": "1", "CUDA_DEVICE": "0"})
+    assert runner_main.main(runner_args(tmp_path, path, "--device", "cpu")) == 0, capsys.readouterr().err
+    assert seen.read_text() == "-1\n"
+    assert "runner: device cpu" in capsys.readouterr().out
+
+
 # ---- what a finished run read --------------------------------------------------------------------------------------
 
 def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
@@ -182,13 +207,29 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     assert "1 finished runs read files that have changed since" in err
     assert f"{result_path.parent}: TRAIN_PATH ({data})" in err and "--redo-stale" in err
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # no table from stale results
-    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"] is None  # empty knob: the bundled sample
+    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"]  # empty knob: the bundled sample, checked too
     assert len(fake_training) == 1
 
     assert runner_main.main(runner_args(tmp_path, path, "--redo-stale")) == 0
     assert len(fake_training) == 2 and (result_path.parent / "result.stale.json").is_file()
     assert json.loads(result_path.read_text())["inputs"]["TRAIN_PATH"] != recorded["TRAIN_PATH"]
     assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 2
+
+
+def test_a_changed_bundled_sample_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
+    """Issue 25: the bundled sample data and biLM (empty path knobs, the default profile) carried no checksum, so a
+    run stayed "finished" after they were edited. The edit is simulated on the run's record (a test must not write
+    into the repository): the recorded checksum of the bundled dev file is not today's."""
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [result_path] = result_paths(tmp_path)
+    result = json.loads(result_path.read_text())
+    result["inputs"] = {**result["inputs"], "DEV_PATH": "0" * 64}
+    result_path.write_text(json.dumps(result))
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path)) == 2
+    err = capsys.readouterr().err
+    assert f"{result_path.parent}: DEV_PATH (tasks/ner/sample_data/dev.txt)" in err and len(fake_training) == 1
 
 
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
@@ -308,6 +349,8 @@ def interrupted_sweep(tmp_path_factory):
             time.sleep(0.5)
         trainings = _children(a.pid)
         b = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        other_runs_dir = [str(tmp_path / "runs_c") if arg == str(tmp_path / "runs") else arg for arg in command]
+        c = subprocess.run(other_runs_dir, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         logs_after_b = sorted((tmp_path / "runs").glob("ner/*/log.txt"))
         sent = time.time()
         a.send_signal(signal.SIGINT)
@@ -317,7 +360,7 @@ def interrupted_sweep(tmp_path_factory):
         if a.poll() is None:
             os.killpg(a.pid, signal.SIGKILL)
             a.wait()
-    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "trainings": trainings,
+    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "c": c, "trainings": trainings,
             "logs_after_b": logs_after_b, "stopped_after": stopped_after}
 
 
@@ -329,6 +372,18 @@ def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
     assert error.startswith("error: runs directory ") and "Traceback" not in b.stderr
     assert f"in use by another runner (pid {seen['a'].pid}," in error
     assert len(seen["logs_after_b"]) == 1  # B started no training
+
+
+def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
+    """Issue 25: runner C has its own runs directory but A's results directory: it used to train everything again
+    and the tables and archive kept whichever finished last."""
+    seen = interrupted_sweep
+    c = seen["c"]
+    assert c.returncode == 2, c.stdout[-1000:] + c.stderr[-1000:]
+    [error] = [line for line in c.stderr.splitlines() if line.startswith("error")]
+    assert error.startswith(f"error: results directory {seen['tmp'] / 'results'} is in use by another runner (pid "
+                            f"{seen['a'].pid},") and error.endswith("or give this one another --results-dir")
+    assert not (seen["tmp"] / "runs_c" / "ner").exists()  # C trained nothing
 
 
 def test_ctrl_c_stops_the_sweep(interrupted_sweep):

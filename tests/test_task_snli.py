@@ -37,7 +37,10 @@ def test_real_format_sample_reads():
     "lines, message",
     [
         (['{"gold_label": "neutral", "sentence1": "A b.", "sentence2": "C d."}', '{"gold_label": "neutral", '],
-         "line 2: expected a JSON object, found invalid JSON"),
+         "line 2: expected a JSON object, found text cut short inside a JSON value (a broken download? get the "
+         "file again)"),
+        (['{"gold_label" "neutral"}'], "line 1: expected a JSON object, found invalid JSON (Expecting ':' delimiter at "
+                                       "column 15)"),
         (['{"gold_label": "neutral", "sentence1": "A b."}'], "line 1: expected a string 'sentence2'"),
         (['{"gold_label": "maybe", "sentence1": "A b.", "sentence2": "C d."}'], "line 1: expected gold_label in"),
         ([], "found none (empty file)"),

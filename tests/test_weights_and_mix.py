@@ -218,3 +218,33 @@ def test_options_with_a_byte_order_mark_load(tmp_path):
     marked = tmp_path / "marked.json"
     marked.write_bytes(codecs.BOM_UTF8 + options.read_bytes())
     assert BiLmOptions.load(marked) == BiLmOptions.load(options)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda lstm: lstm.update(use_skip_connections="false"),  # bool("false") was True: the residual kept
+     "key 'lstm.use_skip_connections' must be true or false, found 'false'"),
+    (lambda lstm: lstm.update(use_skip_conections=lstm.pop("use_skip_connections")),  # was: silently no residual
+     "key 'lstm.use_skip_conections' is not a biLM option (did you mean 'use_skip_connections'?); expected keys of "
+     "'lstm': cell_clip, dim, n_layers, proj_clip, projection_dim, use_skip_connections"),
+    (lambda lstm: lstm.update(cell_clp=lstm.pop("cell_clip")),  # was: silently no clipping
+     "key 'lstm.cell_clp' is not a biLM option (did you mean 'cell_clip'?)"),
+    (lambda lstm: lstm.pop("proj_clip"), "missing key 'lstm.proj_clip'"),  # allennlp: options["lstm"]["proj_clip"]
+    (lambda lstm: lstm.update(cell_clip="3"), "key 'lstm.cell_clip' must be a number > 0 or null (no clipping), "
+                                              "found '3'"),
+])
+def test_options_read_as_strictly_as_the_official_loaders(tmp_path, change, message):
+    """Issue 25: a string "false", a misspelt use_skip_connections or cell_clip each loaded as a different biLM (vectors
+    off by up to 2.73) where allennlp refuses the file; now each is one line naming the key."""
+    d = json.loads(write_random_elmo(tmp_path)[0].read_text())
+    change(d["lstm"])
+    path = tmp_path / "bad_options.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ElmoInputError) as error:
+        BiLmOptions.load(path)
+    assert str(error.value).startswith(f"{path}: {message}")
+
+
+def test_options_clip_null_means_no_clipping(tmp_path):
+    d = json.loads(write_random_elmo(tmp_path)[0].read_text())
+    d["lstm"]["cell_clip"] = None  # as bilm-tf reads it (allennlp passes None on to its LSTM: no clipping)
+    assert BiLmOptions.from_dict(d).cell_clip is None

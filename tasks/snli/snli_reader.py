@@ -14,7 +14,7 @@ from allennlp_models.pair_classification.dataset_readers.snli import SnliReader
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import InputError, empty_file_error, input_error, text_lines
+from tasks.line_errors import InputError, empty_file_error, input_error, json_error, text_lines
 
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
 NO_MAJORITY = "-"
@@ -28,7 +28,7 @@ def file_records(file_path):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise input_error(file_path, line_number, "a JSON object", f"invalid JSON ({error.msg})")
+            raise json_error(file_path, line_number, "a JSON object", error, line) from None
         if not isinstance(record, dict):
             raise input_error(file_path, line_number, "a JSON object", type(record).__name__)
         yield line_number, record

@@ -16,7 +16,7 @@ from allennlp_models.rc.dataset_readers.squad import SquadReader
 
 from tasks import hub_data
 from tasks.hub_data import is_hub_path
-from tasks.line_errors import empty_file_error, input_error, read_text
+from tasks.line_errors import empty_file_error, input_error, json_error, read_text
 
 
 def _require(file_path, where: str, record, key: str, kind):
@@ -33,7 +33,7 @@ def file_document(file_path) -> dict:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise input_error(file_path, error.lineno, "valid JSON", f"invalid JSON ({error.msg})")
+        raise json_error(file_path, error.lineno, "valid JSON", error, text) from None
 
 
 def hub_document(path) -> dict:

@@ -92,8 +92,11 @@ def scan_conll2012(path: str) -> Tuple[List[str], Dict[str, int]]:
             if name.endswith(GOLD_CONLL_SUFFIX)
         )
     if not files:
+        skeletons = sum(name.endswith("_skel") for _, _, names in os.walk(path) for name in names)
+        hint = (f", but {skeletons} *_skel file(s): the words are not filled in yet; run skeleton2conll.sh "
+                f"(conll-2012/v3/scripts/) with the OntoNotes 5.0 release, LDC2013T19" if skeletons else "")
         raise ConfigurationError(
-            f"{path}: expected *{GOLD_CONLL_SUFFIX} files in this directory tree, found none"
+            f"{path}: expected *{GOLD_CONLL_SUFFIX} files in this directory tree, found none{hint}"
         )
     skipped: Dict[str, int] = {}
     english = []
@@ -105,9 +108,12 @@ def scan_conll2012(path: str) -> Tuple[List[str], Dict[str, int]]:
             skipped[language] = skipped.get(language, 0) + 1
     if not english:
         found = ", ".join(f"{n} {language}" for language, n in sorted(skipped.items()))
+        in_language = set(os.path.abspath(path).split(os.sep)) & set(LANGUAGES)  # .../data/chinese given
         raise ConfigurationError(
             f"{path}: expected English *{GOLD_CONLL_SUFFIX} files (under data/english/annotations/), found only "
-            f"non-English ones ({found}); point the path at the split's directory (e.g. .../data/train)"
+            f"non-English ones ({found}); " + (
+                "point the path at the split's directory (e.g. .../data/train), not at one language's"
+                if in_language else "the English part of the release is missing here")
         )
     return english, skipped
 

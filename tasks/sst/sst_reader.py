@@ -5,6 +5,7 @@ ValueError (no file or line), a label outside 0-4 is read as a new class, an emp
 subclass checks each line and raises a one-line error naming the file and line. A path ``hf:sst:ptb:train``
 reads the hub's PTB trees instead (tasks/hub_data.py).
 """
+import re
 from typing import Iterable
 
 from allennlp.data import DatasetReader, Instance
@@ -44,7 +45,14 @@ def read_sst_trees(file_path: str):
         try:
             tree = Tree.fromstring(line)
         except ValueError as error:
-            raise input_error(file_path, where, "a PTB-format tree", f"unparseable ({error})")
+            # nltk's message spans lines ("expected ')' but got 'end-of-string'\n at index 95.\n ..."): its first
+            # line and the column
+            what = str(error).splitlines()[0].removeprefix("Tree.read(): ")
+            index = re.search(r"at index (\d+)", str(error))
+            column = f" at column {int(index.group(1)) + 1}" if index else ""
+            location = f"line {where}" if isinstance(where, int) else where
+            raise InputError(f"{file_path}: {location}: expected a PTB-format tree, found an unparseable one "
+                             f"({what}{column})") from None
         for subtree in tree.subtrees():
             if subtree.label() not in SST_LABELS:
                 raise input_error(file_path, where, f"node labels in {SST_LABELS}", subtree.label())
