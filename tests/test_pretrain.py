@@ -22,8 +22,9 @@ from allennlp.nn.util import remove_sentence_boundaries
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
 from elmo_module.lm_data import read_corpus, tokenize_simple
-from elmo_module.pretrain import (LmText, LmTrainer, accidental_hits, heldout_perplexity, load_language_model,
-                                  log_uniform_log_prob, log_uniform_sample, softmax_nll)
+from elmo_module.lm_head import (accidental_hits, load_language_model, log_uniform_log_prob, log_uniform_sample,
+                                 softmax_nll)
+from elmo_module.lm_trainer import LmText, LmTrainer, heldout_perplexity
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
 TINY_OPTIONS = {
