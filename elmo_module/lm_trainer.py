@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from elmo_module import precision
 from elmo_module.bilm import State
 from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import Corpus, character_table, n_windows, streams, type_to_vocabulary, windows
@@ -36,6 +37,9 @@ class TrainingSettings:
     dropout: float = 0.1
     negatives: int = 8192
     seed: int = 0
+    precision: str = "float32"  # bfloat16: mixed precision (train_step)
+    vocab_size: int = 100000  # how the vocabulary was built (pretrain's --vocab-size, --min-count): a resume checks them
+    min_count: int = 1
 
 
 class LmText:
@@ -108,7 +112,11 @@ class LmTrainer:
     def train_step(self, f_in, f_next, b_in, b_next) -> float:
         self.model.train()
         state = self.state if self.state is not None else self.model.zero_state(f_in.size(0))
-        top_f, top_b, state = self.model.hidden(f_in, b_in, self.train_text.chars, state)
+        # Mixed precision (elmo_module.precision): the forward's GEMMs under bfloat16 autocast, whose backward runs
+        # them in bfloat16 too; the weights, their gradients and Adagrad's state stay float32, and the LSTM returns
+        # float32, so the softmax and the loss below are float32. bfloat16 has float32's range: no loss scaling.
+        with precision.autocast(self.settings.precision, self.model.softmax_weight.device.type):
+            top_f, top_b, state = self.model.hidden(f_in, b_in, self.train_text.chars, state)
         loss = 0.5 * (self._loss(top_f, f_next) + self._loss(top_b, b_next))  # bilm-tf: 0.5 * (fwd + bwd)
         self.optimizer.zero_grad()
         # bilm-tf differentiates loss * unroll_steps (the per-window sum over time, mean over the batch): with
@@ -171,7 +179,9 @@ class LmTrainer:
 
     def restore(self, checkpoint: dict, source: str) -> None:
         """Continue from ``checkpoint`` (already checked by ``read_checkpoint``)."""
-        for key in ("batch_size", "unroll", "seed"):  # these fix the data stream and where it stopped
+        for key in ("batch_size", "unroll", "seed", "vocab_size", "min_count"):  # the data stream, where it stopped,
+            if key not in checkpoint["settings"]:  # the softmax's rows (checkpoints before the vocabulary's keys)
+                continue
             then, now = checkpoint["settings"][key], getattr(self.settings, key)
             if then != now:
                 raise ElmoInputError(f"checkpoint '{source}' was trained with --{key.replace('_', '-')} {then}, "

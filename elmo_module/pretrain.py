@@ -21,6 +21,7 @@ from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf, load_languag
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity, read_checkpoint
 from elmo_module.options import BiLmOptions
 from elmo_module.pause_points import pause_point
+from elmo_module.precision import PRECISIONS, check_precision
 from elmo_module.weights import load_bilm
 
 
@@ -76,17 +77,25 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice); on a machine "
                         "shared with other jobs 1 thread can be much faster than oversubscribed cores")
+    parser.add_argument("--precision", choices=PRECISIONS, default=d.precision,
+                        help="bfloat16: mixed precision, the GEMMs in bfloat16, weights, optimizer and loss float32 "
+                             "(README 'Reduced precision'); default float32")
 
 
 def _settings(args) -> TrainingSettings:
     if args.threads is not None:
         torch.set_num_threads(max(1, args.threads))
     args.device, line = resolve(args.device)  # refuses a GPU torch cannot run kernels on, before any work
-    print(f"{getattr(args, 'command', 'pretrain')}: {line}", flush=True)
-    for name in ("batch_size", "unroll", "negatives", "vocab_size"):
-        if getattr(args, name) < 1:
+    print(f"{getattr(args, 'command', 'pretrain')}: {line}{', bfloat16' if args.precision == 'bfloat16' else ''}",
+          flush=True)
+    for name in ("batch_size", "unroll", "negatives", "vocab_size", "tokens", "epochs"):
+        if getattr(args, name, None) is not None and getattr(args, name) < 1:  # 0 tokens: an untrained biLM
             raise ElmoInputError(f"--{name.replace('_', '-')} must be at least 1, found {getattr(args, name)}")
-    return TrainingSettings(args.batch_size, args.unroll, args.lr, args.clip, args.dropout, args.negatives, args.seed)
+    if getattr(args, "minutes", None) is not None and not args.minutes > 0:
+        raise ElmoInputError(f"--minutes must be more than 0, found {args.minutes}")
+    check_precision(args.precision, args.device)
+    return TrainingSettings(args.batch_size, args.unroll, args.lr, args.clip, args.dropout, args.negatives, args.seed,
+                            args.precision, args.vocab_size, args.min_count)
 
 
 def _read(args, patterns, what, max_tokens=None) -> Corpus:
@@ -185,7 +194,7 @@ def run_pretrain(args) -> int:
         "skipped_lines": {"train": train.skipped, "heldout": heldout.skipped},
         "last_run": {"seconds": round(seconds, 1), "tokens": trainer.tokens - tokens_before,
                      "tokens_per_second": round((trainer.tokens - tokens_before) / max(seconds, 1e-9), 1),
-                     "device": str(args.device), "threads": torch.get_num_threads()},
+                     "device": str(args.device), "threads": torch.get_num_threads(), "precision": settings.precision},
     })
     print(f"held-out perplexity: forward {result['forward']:.2f}, backward {result['backward']:.2f}, "
           f"average {result['average']:.2f} ({result['tokens']} tokens); wrote {out}/options.json, weights.hdf5, "
@@ -268,7 +277,7 @@ def run_finetune(args) -> int:
             pause_point("finetune-epoch-written")
         _write_json(staging / "perplexity.json", {
             "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
-            "softmax": "loaded" if files["softmax"] else "new", "source": files,
+            "softmax": "loaded" if files["softmax"] else "new", "source": files, "precision": settings.precision,
             "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
         })
     except BaseException:  # an error or Ctrl-C: nothing of this run is kept
