@@ -92,7 +92,7 @@ def _settings(args) -> TrainingSettings:
         if getattr(args, name, None) is not None and getattr(args, name) < 1:  # 0 tokens: an untrained biLM
             raise ElmoInputError(f"--{name.replace('_', '-')} must be at least 1, found {getattr(args, name)}")
     if getattr(args, "minutes", None) is not None and not args.minutes > 0:
-        raise ElmoInputError(f"--minutes must be more than 0, found {args.minutes}")
+        raise ElmoInputError(f"--minutes must be more than 0, found {args.minutes:g}")
     check_precision(args.precision, args.device)
     return TrainingSettings(args.batch_size, args.unroll, args.lr, args.clip, args.dropout, args.negatives, args.seed,
                             args.precision, args.vocab_size, args.min_count)
