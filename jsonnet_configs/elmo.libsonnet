@@ -38,6 +38,7 @@ local orDefault(value, default) = if value == '' then default else value;
     options_file: orDefault(knob('ELMO_OPTIONS'), 'elmo_module/bundled/tiny_options.json'),
     weight_file: orDefault(knob('ELMO_WEIGHTS'), 'elmo_module/bundled/tiny_weights.hdf5'),
     cache: knob('ELMO_CACHE'),
+    precision: knob('ELMO_PRECISION'),
     seed: number('SEED'),
     train_fraction: number('TRAIN_FRACTION'),
     train_path: knob('TRAIN_PATH'),
@@ -85,6 +86,7 @@ local orDefault(value, default) = if value == '' then default else value;
       do_layer_norm: $.knobs.layer_norm,  // ELMO_LAYER_NORM; false in allennlp-models' configs and document-qa
       dropout: dropout,
       cache_dir: $.knobs.cache,  // the runner's frozen-biLM activation cache ('' = run the biLM)
+      precision: $.knobs.precision,  // ELMO_PRECISION: float32 | bfloat16 (the cache must have been built in it)
     },
   } else {}),
 

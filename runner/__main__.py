@@ -42,6 +42,8 @@ def parse_args(argv=None):
     p.add_argument("--gpus-per-run", type=float, help="Ray resources per run, fractions too (default: 1 with "
                    "--device cuda, else 0; > 0 sets CUDA_DEVICE=0, Ray sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--no-cache", action="store_true", help="run the biLM in every run instead of caching its layers")
+    p.add_argument("--precision", choices=("float32", "bfloat16"), help="the biLM's matrix products in every ELMo "
+                   "run and activation cache: sets the knob ELMO_PRECISION (default: the profile's, else float32)")
     p.add_argument("--runs-dir", help="default: runs/PROFILE")
     p.add_argument("--results-dir", help="default: results/PROFILE")
     p.add_argument("--cache-dir", default=str(REPO / "cache" / "elmo"))
@@ -100,6 +102,8 @@ def _main(argv=None) -> int:
     started = time.time()
     try:
         profile, profile_path = load_profile(args.profile)
+        if args.precision:  # a knob like any other: it enters the runs' identity and their result.json
+            profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
         only = args.only.split(",") if args.only else None
         check_only(profile, only)
         # Results are always built for every sweep of the profile (summary.json and the tables stay in step);

@@ -29,7 +29,7 @@ class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
 
-LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS")
+LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class Run:
     def cache_key(self) -> Tuple[str, ...]:
         """Runs with the same task, data and biLM share one activation cache."""
         k = self.knob_dict
-        return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"])
+        return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"],
+                k["ELMO_PRECISION"])
 
     @property
     def uses_elmo(self) -> bool:
