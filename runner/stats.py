@@ -139,14 +139,13 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
     kind "equivalent": ignored). ``views``: seed_test / bootstrap_test outputs (or {"view", "unavailable"});
     ``required``: the view names the claim needs; ``still_improving``: runs whose best epoch was their last."""
     by_name = {v["view"]: v for v in views}
-    missing = [f"{name}: {by_name.get(name, {}).get('unavailable', 'not computed')}" for name in required
-               if name not in by_name or by_name[name].get("p") is None]
-    if missing:
-        return {"verdict": "not decidable", "why": "a required view is missing (" + "; ".join(missing) + ")"}
-    used = [by_name[name] for name in required]
+    missing = [name for name in required if name not in by_name or by_name[name].get("p") is None]
+    reasons = [f"no view over {name}" for name in missing]  # each view says why it is missing
     if still_improving:
-        return {"verdict": "not decidable", "why": f"{len(still_improving)} run(s) still improving at their last "
-                                                   f"epoch: " + ", ".join(still_improving)}
+        reasons.append(f"{len(still_improving)} run(s) still improving at their last epoch")
+    if reasons:
+        return {"verdict": "not decidable", "why": "; ".join(reasons)}
+    used = [by_name[name] for name in required]
     if kind == "equivalent":
         if all(-margin < v["ci"][0] and v["ci"][1] < margin for v in used):
             return {"verdict": "supports", "why": f"every 95 % interval within ±{margin:g}"}
