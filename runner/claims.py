@@ -93,7 +93,7 @@ def evaluate(claim: dict, runs: Runs) -> dict:
     terms = [(c, runs.groups[key]) for c, key in claim["terms"]]
     seeds = sorted(set.intersection(*(set(group) for _, group in terms)))
     split = runs.split_of[claim["terms"][0][1][0]]
-    means = [_mean([group[s]["value"] for s in group]) for _, group in terms]
+    means = [_mean([group[s]["value"] for s in seeds]) for _, group in terms]  # the seeds the test pairs
     diffs = {s: sum(c * group[s]["value"] for c, group in terms) for s in seeds}
     views = [stats.seed_test(diffs)]
     views.append(_bootstrap(terms, seeds, split, runs, claim))

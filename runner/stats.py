@@ -43,6 +43,9 @@ import numpy as np
 ALPHA = 0.05
 BOOTSTRAP_DRAWS = 5000  # p resolution 1/5001, well below ALPHA; Koehn (2004) used 1,000
 EQUIVALENCE_MARGIN = 1.0  # metric points (%): "about the same" for the Figure 1 "≈" claim
+# Below this many units the bootstrap's resamples cannot represent the test distribution (with every unit favouring
+# A, every resample does too and p collapses to 1/(draws+1) whatever n is); the view is then unavailable.
+MIN_UNITS = 30
 
 
 def _f1(p_num, p_den, r_num, r_den):
@@ -107,10 +110,13 @@ def bootstrap_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTRAP_D
     """Paired bootstrap over units. ``terms``: (coefficient, [count matrix of one seed, ...]) with every matrix
     n_units x n_fields over the same units in the same order; the contrast is Σ coefficient · (mean over the term's
     seeds of the metric). Resampling draws are shared by every term and seed (that is what makes it paired)."""
-    matrices = [np.asarray(m, dtype=float) for _, ms in terms for m in ms]
+    terms = [(coefficient, [np.asarray(m, dtype=float) for m in seeds]) for coefficient, seeds in terms]
+    matrices = [m for _, seeds in terms for m in seeds]
     n = matrices[0].shape[0]
     if any(m.shape != matrices[0].shape for m in matrices):
         raise ValueError("bootstrap_test: every system's counts must cover the same units")
+    if n < MIN_UNITS:
+        return {"view": "examples", "n": n, "unavailable": f"{n} units: the bootstrap needs at least {MIN_UNITS}"}
 
     def contrast(weights: Optional[np.ndarray]) -> np.ndarray:
         total = 0.0
