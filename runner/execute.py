@@ -210,7 +210,7 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict)
     if not source.is_file():
         return {"problem": "no per-example predictions: this task has no extractor (tasks/predictions.py)"}
     data = json.loads(gzip.decompress(source.read_bytes()))
-    record = {"file": PREDICTIONS, "metric": data["metric"], "units": {}}
+    record = {"file": PREDICTIONS, "metric": data["metric"], "units": {}, "seconds": data.get("seconds")}
     for split, key in (("dev", f"best_validation_{metric}"), ("test", f"test_{metric}")):
         if split not in data["splits"] or not isinstance(metrics.get(key), (int, float)):
             continue

@@ -260,8 +260,8 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             extra += f"\n| {task} | " + " | ".join(cols) + " |"
     if others:
         extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
-                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset); a "
-                  "difference within about one std of 0 is not distinguishable from seed noise at this n.\n\n")
+                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset). "
+                  "The paired tests and verdicts of the paper's claims: claims.md.\n\n")
         extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     write_atomic(out_dir / f"{sweep['name']}.md",

@@ -26,8 +26,8 @@ per-seed differences, which 3 seeds cannot check.
   rejecting only when both reject keeps the level at 0.05 without a correction); for the probes (a fixed biLM and a
   deterministic classifier, no seeds) the view over examples alone.
 - *contradicts*: the opposite direction, same standard.
-- *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; runs
-  archived without per-example predictions) and **any run in the comparison whose best epoch was its last** (it was
+- *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; fewer
+  than MIN_UNITS units; runs archived without per-example predictions) and **any run in the comparison whose best epoch was its last** (it was
   still improving, so the comparison measures where training stopped, not the systems).
 - An "≈" claim (the paper's "ELMo at 1 % ≈ the baseline at 10 %") supports when every required view's 95 % interval
   lies inside ± ``EQUIVALENCE_MARGIN`` points (two one-sided tests at 0.025 each), contradicts when every interval

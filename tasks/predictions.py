@@ -13,6 +13,7 @@ Tasks without an extractor yet (SRL, coref) write nothing; their runs report "no
 import gzip
 import json
 import os
+import time
 from typing import Any, Dict, List
 
 import torch
@@ -99,6 +100,7 @@ class UnitPredictionsCallback(TrainerCallback):
         metric, extract = EXTRACTORS.get(config["model"]["type"], (None, None))
         if extract is None:
             return
+        started = time.time()
         reader = DatasetReader.from_params(Params(config.get("validation_dataset_reader") or config["dataset_reader"]))
         splits = {}
         for split, key in (("dev", "validation_data_path"), ("test", "test_data_path")):
@@ -108,5 +110,5 @@ class UnitPredictionsCallback(TrainerCallback):
                                  "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
         path = os.path.join(self.serialization_dir, "unit_predictions.json.gz")
         with gzip.open(path + ".partial", "wt") as f:
-            json.dump({"format": 1, "metric": metric, "splits": splits}, f)
+            json.dump({"format": 1, "metric": metric, "splits": splits, "seconds": round(time.time() - started, 2)}, f)
         os.replace(path + ".partial", path)
