@@ -58,11 +58,13 @@ class Runs:
             entry = self.groups.setdefault((cell.sweep, cell.task, cell.column, cell.x), {})
             if result is None or cell.sweep not in split_of:
                 continue
-            value = result.get(split_of[cell.sweep])
-            if value is None and split_of[cell.sweep] == "test":
-                value = result.get("dev")
+            split = split_of[cell.sweep]
+            if result.get(split) is None and split == "test":  # no test set: the dev value, as the tables do
+                split = "dev"
+            value = result.get(split)
             if isinstance(value, (int, float)):
-                entry[cell.seed] = {"value": _percent(value), "result": result, "run_dir": Path(cell.run_dir),
+                entry[cell.seed] = {"value": _percent(value), "split": split, "result": result,
+                                    "run_dir": Path(cell.run_dir),
                                     "label": f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "")
                                              + f" seed {cell.seed}"}
 
@@ -76,6 +78,8 @@ class Runs:
             return None, NO_PREDICTIONS, None
         if "problem" in record:
             return None, record["problem"], None
+        if split not in record.get("units", {}):  # only splits checked against the run's own metric are used
+            return None, f"{run['label']}: no checked {split} predictions", None
         if "cache" not in run:
             run["cache"] = json.loads(gzip.decompress((run["run_dir"] / PREDICTIONS).read_bytes()))
         data = run["cache"]["splits"].get(split)
@@ -110,7 +114,7 @@ def _bootstrap(terms, seeds, split, runs: Runs, claim) -> dict:
     for coefficient, group in terms:
         seed_matrices = []
         for s in seeds:
-            m, run_ids, counts = runs.units(group[s], split)
+            m, run_ids, counts = runs.units(group[s], group[s]["split"])
             if m is None:
                 return {"view": "examples", "unavailable": run_ids}
             order = {u: i for i, u in enumerate(run_ids)}

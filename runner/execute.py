@@ -207,8 +207,11 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict)
     from runner.stats import metric_value
 
     source = model_dir / "unit_predictions.json.gz"
+    error = model_dir / "unit_predictions.error"
+    if error.is_file():
+        return {"problem": f"no per-example predictions: writing them failed: {error.read_text().strip()}"}
     if not source.is_file():
-        return {"problem": "no per-example predictions: this task has no extractor (tasks/predictions.py)"}
+        return {"problem": "no per-example predictions: this model has no extractor (tasks/predictions.py)"}
     data = json.loads(gzip.decompress(source.read_bytes()))
     record = {"file": PREDICTIONS, "metric": data["metric"], "units": {}, "seconds": data.get("seconds")}
     for split, key in (("dev", f"best_validation_{metric}"), ("test", f"test_{metric}")):

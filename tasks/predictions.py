@@ -8,7 +8,7 @@ test files are the same for every run of a profile, their checksums are recorded
 label / spans / answer, and the counts the metric is recomputed from (``runner/stats.py`` METRICS). The runner
 (``runner/execute.py``) checks that the counts give back the metric allennlp reported before keeping the file.
 
-Tasks without an extractor yet (SRL, coref) write nothing; their runs report "no per-example predictions".
+A model type without an extractor writes nothing; its runs report "no per-example predictions".
 """
 import gzip
 import json
@@ -65,10 +65,44 @@ def _squad_units(model, output, instances) -> List[dict]:
     return units
 
 
+def _srl_units(model, output, instances) -> List[dict]:
+    """Per predicate, srl-eval.pl's counts as allennlp's SrlEvalScorer feeds it: BIO arguments (the verb "V" left
+    out, ignore_classes), after the model's own BIO-constrained Viterbi decoding."""
+    tags = model.make_output_human_readable(output)["tags"]
+    units = []
+    for pred_tags, instance in zip(tags, instances):
+        gold_tags = list(instance.fields["tags"].labels)
+        pred = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(pred_tags, classes_to_ignore=["V"])}
+        gold = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(gold_tags, classes_to_ignore=["V"])}
+        units.append({"pred": sorted(pred), "gold": sorted(gold),
+                      "counts": [len(pred & gold), len(pred - gold), len(gold - pred)]})
+    return units
+
+
+def _coref_units(model, output, instances) -> List[dict]:
+    """Per document, the MUC, B3 and CEAF-e precision and recall numerators and denominators, from a fresh copy of
+    the model's own ConllCorefScores fed that document alone (the corpus score sums them over documents)."""
+    from allennlp_models.coref.metrics.conll_coref_scores import ConllCorefScores
+
+    units = []
+    for i, instance in enumerate(instances):
+        scores = ConllCorefScores(allow_singletons=model._conll_coref_scores.allow_singletons)
+        metadata = instance.fields["metadata"].metadata
+        scores(output["top_spans"][i:i + 1], output["antecedent_indices"][i:i + 1],
+               output["predicted_antecedents"][i:i + 1], [metadata])
+        counts = [c for scorer in scores.scorers for c in (scorer.precision_numerator, scorer.precision_denominator,
+                                                           scorer.recall_numerator, scorer.recall_denominator)]
+        units.append({"pred": None, "gold": [list(map(list, c)) for c in metadata["clusters"]],
+                      "counts": [float(c) for c in counts]})
+    return units
+
+
 # model type (config.json) -> (the metric of runner/stats.py METRICS the units' counts give, extractor)
 EXTRACTORS = {"esim_sized": ("accuracy", _accuracy_units), "esim": ("accuracy", _accuracy_units),
               "bcn_sized": ("accuracy", _accuracy_units), "bcn": ("accuracy", _accuracy_units),
-              "crf_tagger": ("span_f1", _span_units), "bidaf_self_attention": ("mean", _squad_units)}
+              "crf_tagger": ("span_f1", _span_units), "bidaf_self_attention": ("mean", _squad_units),
+              "srl": ("span_f1", _srl_units), "coref_sized": ("conll_coref", _coref_units),
+              "coref": ("conll_coref", _coref_units)}
 
 
 def predict_units(model, reader: DatasetReader, path: str, extract) -> List[dict]:
@@ -77,16 +111,18 @@ def predict_units(model, reader: DatasetReader, path: str, extract) -> List[dict
     device = next(model.parameters()).device
     units = []
     model.eval()
-    with torch.no_grad():
-        for start in range(0, len(instances), BATCH):
-            chunk = instances[start:start + BATCH]
-            batch = Batch(chunk)
-            batch.index_instances(model.vocab)
-            output = model(**nn_util.move_to_device(batch.as_tensor_dict(), device))
-            for i, unit in enumerate(extract(model, output, chunk), start):
-                unit["id"] = str(unit.get("id") or i)
-                units.append(unit)
-    model.get_metrics(reset=True)  # these passes must not count in the test evaluation that follows
+    try:
+        with torch.no_grad():
+            for start in range(0, len(instances), BATCH):
+                chunk = instances[start:start + BATCH]
+                batch = Batch(chunk)
+                batch.index_instances(model.vocab)
+                output = model(**nn_util.move_to_device(batch.as_tensor_dict(), device))
+                for i, unit in enumerate(extract(model, output, chunk), start):
+                    unit["id"] = str(unit.get("id") or i)
+                    units.append(unit)
+    finally:  # these passes must not count in the test evaluation that follows, even when one fails
+        model.get_metrics(reset=True)
     return units
 
 
@@ -96,6 +132,13 @@ class UnitPredictionsCallback(TrainerCallback):
                **kwargs) -> None:
         if not is_primary or metrics is None:  # a failed training writes nothing
             return
+        try:
+            self._write(trainer.model)
+        except Exception as e:  # the training itself succeeded: keep it, and say why its predictions are missing
+            with open(os.path.join(self.serialization_dir, "unit_predictions.error"), "w") as f:
+                f.write(f"{type(e).__name__}: {e}"[:500])
+
+    def _write(self, model) -> None:
         config = json.loads(open(os.path.join(self.serialization_dir, "config.json")).read())
         metric, extract = EXTRACTORS.get(config["model"]["type"], (None, None))
         if extract is None:
@@ -105,7 +148,7 @@ class UnitPredictionsCallback(TrainerCallback):
         splits = {}
         for split, key in (("dev", "validation_data_path"), ("test", "test_data_path")):
             if config.get(key):
-                units = predict_units(trainer.model, reader, config[key], extract)
+                units = predict_units(model, reader, config[key], extract)
                 splits[split] = {"ids": [u["id"] for u in units], "counts": [u["counts"] for u in units],
                                  "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
         path = os.path.join(self.serialization_dir, "unit_predictions.json.gz")
