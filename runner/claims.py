@@ -30,7 +30,7 @@ from runner.execute import PREDICTIONS, load_result
 TASK_NAMES = {"squad": "SQuAD", "snli": "SNLI", "srl": "SRL", "coref": "coref", "ner": "NER", "sst": "SST-5"}
 UNITS = {"squad": "questions", "snli": "pairs", "srl": "predicates", "coref": "documents", "ner": "sentences",
          "sst": "sentences", "pos": "sentences", "wsd": "instances"}
-NO_PREDICTIONS = "no per-example predictions (archived before the runner kept them, issue 22)"
+NO_PREDICTIONS = "no per-example predictions (archived before runs kept them)"
 
 
 def still_improving(result: dict) -> bool:
@@ -262,11 +262,12 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
 
 
 def view_text(view: dict) -> str:
+    """One view in a cell: the test, n, the difference with its 95 % interval, p (or why it is missing)."""
     if view.get("p") is None:
         return "— " + view.get("unavailable", "not computed")
-    ci = f"[{view['ci'][0]:+.2f}, {view['ci'][1]:+.2f}]"
-    n = f"n = {view['n']} {view.get('units', 'seeds') if view['view'] == 'examples' else 'seeds'}"
-    return f"{view['test']}, {n}: {view['diff']:+.2f} {ci}, p = {view['p']:.3g}"
+    test = (f"bootstrap, {view['n']:,} {view.get('units', 'units')}" if view["view"] == "examples"
+            else f"t-test, {view['n']} seeds")
+    return f"{test}: {view['diff']:+.2f} [{view['ci'][0]:+.2f}, {view['ci'][1]:+.2f}], p = {view['p']:.2g}"
 
 
 def _ours(claim: dict) -> str:
@@ -309,9 +310,10 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
             "the paired t-test over seeds and the paired bootstrap over examples, which recomputes the task's metric "
             "on each resample; probes: the bootstrap alone); *contradicts*, the opposite direction by the same "
             "standard; otherwise *not decidable*, which includes a missing view and any run whose best epoch was its "
-            "last (still improving). With 3 seeds the t-test has 2 degrees of freedom: p < 0.05 needs a mean "
-            "difference about 2.5 times the std of the per-seed differences. Differences are in metric points "
-            "(%), 95 % intervals in brackets.", "",
+            "last (still improving). Over seeds: paired t-test, df = seeds − 1 (with 3 seeds p < 0.05 needs a mean "
+            "difference about 2.5 times the std of the per-seed differences). Over examples: paired bootstrap, "
+            f"{stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged, needs {stats.MIN_UNITS} units. Differences in metric "
+            "points (%), 95 % intervals in brackets.", "",
         "| claim | paper | ours | over seeds | over examples | verdict |", "|---|---|---|---|---|---|"]
     notes = []
     for claim in claims:

@@ -161,6 +161,6 @@ def test_absent_sweeps_are_not_listed_and_probe_claims_use_the_bootstrap(built):
     pos = claims["table6.layers"]
     assert pos["verdict"] == "supports" and pos["views"][0]["n"] == 200 and pos["views"][0]["p"] < 0.05
     table6 = (out / "table6.md").read_text()
-    assert "holds" not in table6 and "**supports**" in table6 and "paired bootstrap over units" in table6
+    assert "holds" not in table6 and "**supports**" in table6 and "bootstrap, 200 sentences" in table6
     assert "units" not in summary["sweeps"]["table6"]["probe"]["result"]  # per-example units stay in the runs
     assert summary["claims"]["verdicts"]["table1.snli"] == "supports"
