@@ -10,6 +10,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -17,7 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runner.execute import git_commit, hardware, load_result, write_json
+from runner.execute import PREDICTIONS, git_commit, hardware, load_result, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -149,7 +150,7 @@ def _main(argv=None) -> int:
         if lock_problem:
             print(f"error: {lock_problem}", file=sys.stderr)
             return 2
-        archive = restore_archived(profile, runs, run_dir, results_dir)
+        archive = restore_archived(profile, [*runs, *probes], {**run_dir, **probe_dir}, results_dir)
         # what has no result yet: only these need the biLM (a fresh clone of a finished multi-session profile has
         # none, nor its biLM's weights, which stay out of git) and its files
         unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
@@ -193,8 +194,10 @@ def _main(argv=None) -> int:
         execute(jobs, args, parallel, gpus, archive=archive)
         if not args.baselines_only:
             run_probes(probes, probe_dir, args)
+            for probe in probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
+                archive(probe_dir[probe])
     else:
-        restore_archived(profile, runs, run_dir, results_dir)
+        restore_archived(profile, [*runs, *probes], {**run_dir, **probe_dir}, results_dir)
         try:
             check_finished(runs, run_dir, runs_dir, redo_stale=False, build_only=True)
         except SpecError as e:
@@ -287,9 +290,12 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     archive_dir = results_dir / "runs"
     restored = 0
     for run in runs:
-        copy, target = archive_dir / run.task / f"{run.run_id}.json", run_dir[run] / "result.json"
+        copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
         if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
+            predictions = copy.with_name(f"{run.run_id}.{PREDICTIONS}")  # before result.json: finished = complete
+            if predictions.is_file():
+                shutil.copyfile(predictions, target.with_name(PREDICTIONS))
             write_json(target, load_result(copy)[0])
             restored += 1
     if restored:
@@ -299,10 +305,14 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
         result, _ = load_result(directory / "result.json")
         if result is not None:
             (archive_dir / directory.parent.name).mkdir(parents=True, exist_ok=True)
+            if (directory / PREDICTIONS).is_file():  # per-example predictions travel with the result (issue 22)
+                target = archive_dir / directory.parent.name / f"{directory.name}.{PREDICTIONS}"
+                shutil.copyfile(directory / PREDICTIONS, target.with_name(target.name + ".partial"))
+                os.replace(target.with_name(target.name + ".partial"), target)
             write_json(archive_dir / directory.parent.name / f"{directory.name}.json", result)
 
     for run in runs:  # finished before this profile archived, or by --baselines-only
-        if not (archive_dir / run.task / f"{run.run_id}.json").is_file():
+        if not (archive_dir / run_dir[run].parent.name / f"{run.run_id}.json").is_file():
             archive(run_dir[run])
     return archive
 

@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result  # noqa: E402
 from runner.spec import PROBE_KINDS, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
@@ -53,7 +54,8 @@ def read_run(run_dir: Path, split: str) -> dict:
             raise ValueError(f"{result_path}: key '{split}' (or 'dev'): expected a number, found {value!r}")
         # Metrics that are fractions are reported in % like the paper's tables.
         percent = 100.0 * value if value <= 1.0 else float(value)
-        state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+        state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result,
+                 "still_improving": still_improving(result)}
         dev = result.get("dev")
         if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table
             state["dev"] = 100.0 * dev if dev <= 1.0 else float(dev)
@@ -86,6 +88,7 @@ def aggregate(cells: list, split: str) -> dict:
             "by_seed": {r["seed"]: r["value"] for r in runs if r["status"] == "ok"},
             "dev_by_seed": {r["seed"]: r["dev"] for r in runs if "dev" in r},
             "dev_fallback": any(r.get("dev_fallback") for r in runs), "crashed_logs": crashed,
+            "still_improving": [r["seed"] for r in runs if r.get("still_improving")],
             "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
 
 
@@ -129,6 +132,9 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
         text += " " + _note(notes, f"{where}: result.json has test = null; the dev value is reported")
     if agg["crashed_logs"]:
         text += " " + _note(notes, f"{where}: crashed seeds, see {', '.join(agg['crashed_logs'])}")
+    if agg["still_improving"]:  # its claims are not decided (runner/stats.py verdict)
+        text += " † " + _note(notes, f"{where}: best epoch was the last (still improving) for seed(s) "
+                                     f"{', '.join(map(str, agg['still_improving']))}")
     return text
 
 
@@ -254,8 +260,8 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             extra += f"\n| {task} | " + " | ".join(cols) + " |"
     if others:
         extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
-                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset); a "
-                  "difference within about one std of 0 is not distinguishable from seed noise at this n.\n\n")
+                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset). "
+                  "The paired tests and verdicts of the paper's claims: claims.md.\n\n")
         extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     write_atomic(out_dir / f"{sweep['name']}.md",
@@ -453,6 +459,16 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
             raise ValueError(f"sweep {name}: key 'kind': expected table, curve, mix_weights or one of "
                              f"{', '.join(PROBE_KINDS)}, found {kind!r}")
         summary["sweeps"][name] = entry
+    from runner.claims import build_claims
+
+    probe_results = {name: (e["probe"].get("result") if e["probe"]["status"] == "ok" else None)
+                     for name, e in summary["sweeps"].items() if "probe" in e}
+    claims = build_claims(sweeps, cells, paper, out_dir, provenance_lines(provenance), probe_results)
+    summary["claims"] = {"files": ["claims.md", "claims.json"],
+                         "verdicts": {c["id"]: c["verdict"] for c in claims}}
+    for entry in summary["sweeps"].values():  # per-example units live in the runs, not in the summary
+        if entry.get("probe", {}).get("result"):
+            entry["probe"]["result"] = {k: v for k, v in entry["probe"]["result"].items() if k != "units"}
     summary.update(extra or {})
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     return summary

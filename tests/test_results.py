@@ -240,7 +240,8 @@ def test_summary_json_has_provenance_and_every_cell(built):
         assert "- **profile**: synthetic\n" in markdown.read_text(), markdown
     # Written by rename: no temporary file is left behind.
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png"])
+        ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png",
+         "claims.md", "claims.json"])
 
 
 def test_malformed_result_names_the_file(tmp_path):
