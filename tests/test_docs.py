@@ -117,8 +117,9 @@ def child_main() -> None:
                         runpy.run_path(str(REPO / target), run_name="__main__")
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException as e:  # noqa: BLE001 - reported, not raised: the next job still runs
-                code, _ = 1, out.write(f"{type(e).__name__}: {e}")
+            except Exception as e:  # reported, not raised: the next job still runs
+                out.write(f"{type(e).__name__}: {e}")
+                code = 1
         results.append([code, out.getvalue()])
     sys.__stdout__.write("\n" + json.dumps(results) + "\n")
 
@@ -145,7 +146,8 @@ def help_problems(commands):
         name = " ".join(program[1:] + ((sub,) if sub else ())) or program[0]
         usage = " ".join(text.split("usage:", 1)[-1].split()[:12]) if "usage:" in text else ""
         if code != 0:
-            problems.append(f"{name} --help: exit {code}: {text.strip().splitlines()[-1:] }")
+            last = (text.strip().splitlines() or [""])[-1]
+            problems.append(f"{name} --help: exit {code}: {last}")
         elif sub and not re.search(rf"(?<![\w-]){re.escape(sub)}(?![\w-])", usage):
             problems.append(f"{name}: the usage line does not show the subcommand {sub!r}: {usage}")
         else:
@@ -155,8 +157,8 @@ def help_problems(commands):
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    """GitHub's anchor for a heading: lower case, punctuation but - and _ dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
