@@ -40,7 +40,7 @@ from elmo_module.characters import batch_to_ids
 from elmo_module.errors import ElmoInputError
 
 FORMAT = 2
-DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (README "Activation cache")
+DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (docs/speed.md, "The activation cache")
 
 
 def row_width(n_layers: int, dim: int) -> int:

@@ -135,7 +135,7 @@ class ElmoBiLm(nn.Module):
 
         if torch.get_num_threads() >= 2:
             # The two stacks are independent: half the cores each. Small-batch GEMMs scale badly over threads, so
-            # two stacks side by side beat one stack after the other on all cores (README "Speed").
+            # two stacks side by side beat one stack after the other on all cores (docs/speed.md).
             with _threads_per_op(torch.get_num_threads() // 2):
                 backward = _POOL.submit(run_stack, *stacks[1])
                 forward = run_stack(*stacks[0])

@@ -1,4 +1,4 @@
-"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See README.md.
+"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See docs/runner.md.
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
