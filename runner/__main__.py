@@ -98,6 +98,11 @@ def main(argv=None) -> int:
             _lock_files.pop().close()
 
 
+def _rounded(value):
+    """A metric as a progress line shows it: 0.31, not 0.30999999999999994 (the result files keep every digit)."""
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
 def _main(argv=None) -> int:
     args = parse_args(argv)
     started = time.time()
@@ -158,11 +163,9 @@ def _main(argv=None) -> int:
         try:  # the data first, then the biLM stages (if the profile has its own biLM), then their outputs
             _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else probes)
             if profile.get("vectors") and unrun:  # the baselines' word vectors, before any run (runner/vectors.py)
-                from runner.vectors import archive_vectors, prepare_vectors
+                from runner.vectors import prepare_vectors
 
                 prepare_vectors(profile)
-                if profile.get("archive_runs"):
-                    archive_vectors(profile, results_dir / "vectors")
             if not args.baselines_only and any(r.uses_elmo for r in unrun):
                 from runner.bilm import prepare_bilm, stages_pending
 
@@ -493,7 +496,7 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> N
         left = runs - state["done"]
         eta = (time.time() - state["started"]) / state["done"] * left
         if status["status"] == "done":
-            what = f"dev={status['dev']} test={status['test']} ({status['wall_time_s']}s)"
+            what = f"dev={_rounded(status['dev'])} test={_rounded(status['test'])} ({status['wall_time_s']}s)"
             if archive:
                 archive(Path(job["run_dir"]))
         else:

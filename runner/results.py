@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result  # noqa: E402
-from runner.spec import PROBE_KINDS, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, REPO, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 SECOND_METRIC = {"squad": "em"}  # shown beside the task's metric (SQuAD: F1, and EM beside it; official v1.1 script)
@@ -38,6 +38,15 @@ def write_atomic(path: Path, data) -> None:
     except BaseException:  # a full disk: no half-written temporary left behind
         tmp.unlink(missing_ok=True)
         raise
+
+
+def portable(path, keep: int = 2) -> str:
+    """A path as committed results name it: relative to the repository, or (runs elsewhere, e.g. --runs-dir /tmp/x)
+    its last ``keep`` parts (task/run id) under "<runs dir>", never an absolute path of the machine that made it."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(REPO):
+        return str(path.resolve().relative_to(REPO))
+    return str(Path("<runs dir>", *path.parts[-keep:])) if path.is_absolute() else str(path)
 
 
 def read_run(run_dir: Path, split: str) -> dict:
@@ -73,8 +82,11 @@ def read_run(run_dir: Path, split: str) -> dict:
 
 def aggregate(cells: list, split: str) -> dict:
     """Mean ± sample std over the finished seeds of one (task, column, x) cell."""
-    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=str(c.run_dir)) for c in cells]
+    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=portable(c.run_dir)) for c in cells]
     values = [r["value"] for r in runs if r["status"] == "ok"]
+    for run in runs:
+        if "log" in run:
+            run["log"] = portable(run["log"], keep=3)  # task/run id/log.txt
     crashed = [r["log"] for r in runs if r["status"] == "crashed"]
     status = ("ok" if runs and len(values) == len(runs) else "partial" if values
               else "crashed" if crashed else "missing")

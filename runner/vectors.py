@@ -252,10 +252,13 @@ def archive_vectors(profile: dict, archive: Path) -> None:
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
-    """results/<profile>/vectors.md from the stage's record (here, else the archived one)."""
+    """results/<profile>/vectors.md from the stage's record (here, else the archived one); a multi-session profile
+    archives the record first."""
     from runner.spec import repo_path
 
     out = profile["vectors"]["out"]
+    if profile.get("archive_runs"):
+        archive_vectors(profile, results_dir / "vectors")
     for path in (repo_path(out) / RECORD, results_dir / "vectors" / RECORD):
         if path.is_file():
             text = vectors_markdown(json.loads(path.read_text()), out, provenance)

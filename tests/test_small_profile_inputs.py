@@ -185,5 +185,12 @@ def test_runner_stage_runs_once_and_is_skipped_when_done(tmp_path, monkeypatch, 
     vectors.prepare_vectors(profile, quiet=True)
     assert len(json.loads((out / "stages.json").read_text())) == 2
     results = tmp_path / "results"
-    vectors.write_report(profile, results, ["- **command**: test"])
+    vectors.write_report({**profile, "archive_runs": True}, results, ["- **command**: test"])
+    assert "vectors.8d.cased.txt" in (results / "vectors.md").read_text()
+    assert (results / "vectors" / "vectors.json").is_file()  # kept for a fresh clone, without the vector files
+    import shutil
+
+    shutil.rmtree(out)  # a fresh clone: only the archived record
+    (results / "vectors.md").unlink()
+    vectors.write_report({**profile, "archive_runs": True}, results, ["- **command**: test"])
     assert "vectors.8d.cased.txt" in (results / "vectors.md").read_text()
