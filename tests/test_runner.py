@@ -161,9 +161,14 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert set(summary["bilm"]["finetune"]) == {"ner"}
 
-    third = run()  # everything done: no stage runs again
-    assert third.returncode == 0 and "biLM pretraining: done" in third.stdout
-    assert "biLM fine-tuning on ner: done" in third.stdout
+    third = run()  # every run finished: the biLM is not needed, no stage runs or is even looked at again
+    assert third.returncode == 0 and "biLM pretraining" not in third.stdout, third.stderr[-2000:]
+    assert "biLM fine-tuning" not in third.stdout and "0 to do" in third.stdout
+    assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
+    (tmp_path / "runs" / "ner").rename(tmp_path / "runs-kept")  # runs to do again: the finished stages are reused
+    fourth = run()
+    assert fourth.returncode == 0 and "biLM pretraining: done" in fourth.stdout, fourth.stderr[-2000:]
+    assert "biLM fine-tuning on ner: done" in fourth.stdout
     assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
 
 
