@@ -12,8 +12,8 @@ profile (Table 7, SRL in Figure 1) is simply not listed. The catalogue:
 - Figure 1 (Sec. 5.4): ELMo > baseline at each point; the gain at the smallest training set > the gain at the largest;
   SRL: ELMo at 1 % ≈ baseline at 10 %.
 - Sec. 5.4, fewer updates: ELMo reaches the baseline's best dev score in fewer epochs (Table 1's runs' curves).
-- Table 7: the claims listed in results/paper_numbers.json under table7.claims ({"text", "better", "worse"}), for a
-  profile with a table7 sweep.
+- Any sweep with claims as data: results/paper_numbers.json <sweep name>.claims ({"text", "better", "worse"}, column
+  labels of the sweep; "cited_as" names the source): the word-vectors ablation (the issue's "Table 7").
 - Tables 5-6 (Sec. 5.3): WSD second layer > first; POS first layer > second (probes: the view over examples only).
 """
 import gzip
@@ -253,11 +253,13 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
                     "SRL: ELMo at 1 % of the training set ≈ the baseline at 10 %",
                     [(1, ("figure1", task, "ELMo", one)), (-1, ("figure1", task, "baseline", ten))],
                     "about the same F1 (text of Sec. 5.4)", kind="equivalent")
-    for spec in paper.get("table7", {}).get("claims", []) if "table7" in by_name else []:
-        for task in by_name["table7"]["tasks"]:
-            add(f"table7.{task}.{spec['better']}>{spec['worse']}", "Table 7", task, f"{TASK_NAMES[task]}: {spec['text']}",
-                [(1, ("table7", task, spec["better"], None)), (-1, ("table7", task, spec["worse"], None))],
-                spec.get("paper", "—"))
+    for name in by_name:  # a sweep whose claims are data: paper_numbers.json <sweep>.claims (the word-vectors ablation)
+        where = paper.get(name, {}).get("cited_as", name)
+        for spec in paper.get(name, {}).get("claims", []):
+            for task in by_name[name]["tasks"]:
+                add(f"{name}.{task}.{spec['better']}>{spec['worse']}", where, task, f"{TASK_NAMES[task]}: {spec['text']}",
+                    [(1, (name, task, spec["better"], None)), (-1, (name, task, spec["worse"], None))],
+                    spec.get("paper", "—"))
     return claims
 
 
