@@ -3,7 +3,7 @@
 # results/<profile>/. Default: the 'default' profile (bundled sample data and biLM, CPU, no downloads).
 #   ./run_all.sh                       # default profile
 #   ./run_all.sh --profile paper       # the paper's settings (lists what to download if anything is missing)
-#   ./run_all.sh --executor ray        # same sweep on Ray; see README.md for every option
+#   ./run_all.sh --executor ray        # same sweep on Ray; see docs/runner.md for every option
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup_env.sh

@@ -16,20 +16,23 @@ fi
 supported() { "$1" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 13)))' >/dev/null 2>&1; }
 python=""
 candidates=()
-[[ -n ${ELMO_PYTHON:-} ]] && candidates+=("$ELMO_PYTHON")
-for name in python3.12 python3.13 python3; do
-  found=$(command -v "$name" || true)
-  [[ -n $found ]] && candidates+=("$found")
-done
-root=$( (command -v pyenv >/dev/null 2>&1 && pyenv root) || echo "$HOME/.pyenv")
-for found in $(ls -d "$root"/versions/3.12.*/bin/python "$root"/versions/3.13.*/bin/python 2>/dev/null | sort -V -r); do
-  candidates+=("$found")
-done
-if command -v uv >/dev/null 2>&1; then
-  for version in 3.12 3.13; do
-    found=$(uv python find "$version" 2>/dev/null || true)
+if [[ -n ${ELMO_PYTHON:-} ]]; then  # the user's choice, and only it
+  candidates+=("$ELMO_PYTHON")
+else
+  for name in python3.12 python3.13 python3; do
+    found=$(command -v "$name" || true)
     [[ -n $found ]] && candidates+=("$found")
   done
+  root=$( (command -v pyenv >/dev/null 2>&1 && pyenv root) || echo "$HOME/.pyenv")
+  for found in $(ls -d "$root"/versions/3.12.*/bin/python "$root"/versions/3.13.*/bin/python 2>/dev/null | sort -V -r); do
+    candidates+=("$found")
+  done
+  if command -v uv >/dev/null 2>&1; then
+    for version in 3.12 3.13; do
+      found=$(uv python find "$version" 2>/dev/null || true)
+      [[ -n $found ]] && candidates+=("$found")
+    done
+  fi
 fi
 # a pyenv shim named python3.12 may exist without working, so every candidate is run before it is chosen
 for candidate in "${candidates[@]}"; do
@@ -44,18 +47,18 @@ if [[ -z $python ]]; then
   exit 1
 fi
 if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "setup_env.sh: $python has no venv/ensurepip module: install your distribution's python3.X-venv package (e.g. 'sudo apt install python3.12-venv'), then run this again." >&2
-  exit 1
-fi
+    echo "setup_env.sh: $python has no venv/ensurepip module: install your distribution's python3.X-venv package (e.g. 'sudo apt install python3.12-venv'), then run this again." >&2
+    exit 1
+  fi
 
-pins=$(grep -E '^(torch|allennlp|allennlp-models)==' requirements.lock | tr '\n' ' ')
-echo "setup_env.sh: creating $venv with $python ($("$python" --version 2>&1)) from requirements.lock: ${pins}(torch's"
-echo "  PyPI build with CUDA 12.8 kernels for sm_70 to sm_120 GPUs, e.g. V100, T4, A100, L4, H100, RTX 50xx, and the CPU;"
-echo "  allennlp's torch, spaCy, transformers and wandb pins are overridden on purpose, see requirements.overrides)."
-echo "  First time: ~3.3 GB of downloads, ~8 GB on disk; a few minutes on a fast link."
-rm -rf "$venv"
-"$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
-"$venv/bin/python" tools/pip_check.py  # pip check, less the overrides that requirements.overrides names
-echo "$want" > "$venv/.lock-sha256"
-echo "setup_env.sh: ready ($venv)"
+  pins=$(grep -E '^(torch|allennlp|allennlp-models)==' requirements.lock | tr '\n' ' ')
+  echo "setup_env.sh: creating $venv with $python ($("$python" --version 2>&1)) from requirements.lock: ${pins}(torch's"
+  echo "  PyPI build with CUDA 12.8 kernels for sm_70 to sm_120 GPUs, e.g. V100, T4, A100, L4, H100, RTX 50xx, and the CPU;"
+  echo "  allennlp's torch, spaCy, transformers and wandb pins are overridden on purpose, see requirements.overrides)."
+  echo "  First time: ~3.3 GB of downloads, ~8 GB on disk; a few minutes on a fast link."
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
+  "$venv/bin/python" tools/pip_check.py  # pip check, less the overrides that requirements.overrides names
+  echo "$want" > "$venv/.lock-sha256"
+  echo "setup_env.sh: ready ($venv)"

@@ -1,4 +1,4 @@
-"""``python -m elmo_module {embed,pretrain,finetune} ...``: see README.md. Bad input exits 2 with a one-line error."""
+"""``python -m elmo_module {embed,pretrain,finetune} ...``: see docs/elmo_core.md. Bad input exits 2 with a one-line error."""
 import argparse
 import importlib
 import sys

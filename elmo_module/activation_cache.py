@@ -13,7 +13,8 @@ Stored format (``FORMAT`` 2), compact because the paper's tasks at full size com
   [-3, 3], PAPER.md "The biLM") and the task's dropout of 0.5 on the ELMo vector. A value beyond float16's range
   (65504) stops the build instead of becoming inf.
 - ``index.json``: sentence key -> [first row, n tokens]; ``meta.json`` (written last): format, dtype, weights
-  checksum, data checksums, sizes.
+  checksum, the biLM's precision (``elmo_module.precision``; absent = float32, as every cache before it), data
+  checksums, sizes. A run reads only a cache of its own precision: bfloat16's layers are not float32's.
 Format 1 (float32 ``layers.npy`` of every layer in full) is refused with a message saying to rebuild it, never read.
 
 Concurrency (issue 12): builders of one directory hold an exclusive lock (``DIR.lock``) and each writes into its own
@@ -39,7 +40,7 @@ from elmo_module.characters import batch_to_ids
 from elmo_module.errors import ElmoInputError
 
 FORMAT = 2
-DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (README "Activation cache")
+DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (docs/speed.md, "The activation cache")
 
 
 def row_width(n_layers: int, dim: int) -> int:
@@ -74,8 +75,9 @@ def sentence_key(char_ids: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(char_ids, dtype=np.int16).tobytes()).hexdigest()
 
 
-def cache_problem(directory, weights_checksum: str) -> Optional[str]:
-    """None if ``directory`` holds a complete cache of this format built from these weights, else why not."""
+def cache_problem(directory, weights_checksum: str, precision: str = "float32") -> Optional[str]:
+    """None if ``directory`` holds a complete cache of this format built from these weights in this precision,
+    else why not."""
     directory = Path(directory)
     meta_path = directory / "meta.json"
     if not meta_path.is_file():
@@ -90,6 +92,9 @@ def cache_problem(directory, weights_checksum: str) -> Optional[str]:
     if meta.get("weights_checksum") != weights_checksum:
         return (f"stale activation cache '{directory}': built from biLM weights "
                 f"{str(meta.get('weights_checksum'))[:12]}, but this run uses {weights_checksum[:12]}; rebuild it")
+    if meta.get("precision", "float32") != precision:
+        return (f"activation cache '{directory}' holds the biLM's layers computed in {meta.get('precision', 'float32')}"
+                f", this run asks for {precision} (ELMO_PRECISION); build one in {precision} or change the knob")
     return None
 
 
@@ -121,7 +126,7 @@ def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, w
         raise ValueError(f"dtype must be one of {DTYPES}, found {dtype!r}")
     directory = Path(directory)
     with _exclusive(directory):
-        if reuse and cache_problem(directory, weights_checksum) is None:
+        if reuse and cache_problem(directory, weights_checksum, bilm.precision) is None:
             return directory  # another builder finished it while this one waited
         for leftover in [*directory.parent.glob(directory.name + ".partial-*"),
                          *directory.parent.glob(directory.name + ".old-*")]:
@@ -179,17 +184,17 @@ def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: di
     vectors.flush()
     del vectors
     (out / "index.json").write_text(json.dumps(index))
-    meta = {"format": FORMAT, "dtype": dtype.name, "weights_checksum": weights_checksum, "data": data,
-            "sentences": len(keys), "tokens": total, "layers": n_layers, "dim": dim}
+    meta = {"format": FORMAT, "dtype": dtype.name, "weights_checksum": weights_checksum, "precision": bilm.precision,
+            "data": data, "sentences": len(keys), "tokens": total, "layers": n_layers, "dim": dim}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))  # last: its presence marks a complete cache
 
 
 class ActivationCache:
     """Read side: ``lookup(char_ids)`` -> the biLM layers (float32) and mask, as ``ElmoBiLm.forward`` gives them."""
 
-    def __init__(self, directory, weights_checksum: str):
+    def __init__(self, directory, weights_checksum: str, precision: str = "float32"):
         self.directory = Path(directory)
-        problem = cache_problem(self.directory, weights_checksum)
+        problem = cache_problem(self.directory, weights_checksum, precision)
         if problem:
             raise ElmoInputError(problem)
         self.meta = json.loads((self.directory / "meta.json").read_text())

@@ -70,12 +70,12 @@ class ElmoTokenEmbedder(TokenEmbedder):
 
     def __init__(self, options_file: str, weight_file: str, placement: str = "input", mix: str = "weighted",
                  do_layer_norm: bool = False, dropout: float = 0.5, name: str = "elmo",
-                 stateful: bool = False, cache_dir: str = "") -> None:
+                 stateful: bool = False, cache_dir: str = "", precision: str = "float32") -> None:
         super().__init__()
         _check_choice("placement", placement, PLACEMENTS)
         _check_choice("mix", mix, MIX_MODES)
         try:
-            bilm = load_bilm(options_file, weight_file, stateful=stateful)
+            bilm = load_bilm(options_file, weight_file, stateful=stateful, precision=precision)
         except ElmoInputError as e:
             raise ConfigurationError(str(e)) from None
         self.placement, self.name = placement, name
@@ -84,7 +84,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
             if stateful:
                 raise ConfigurationError("elmo_module embedder: an activation cache needs stateful = false")
             try:
-                self.cache = ActivationCache(cache_dir, file_checksum(options_file, weight_file))
+                self.cache = ActivationCache(cache_dir, file_checksum(options_file, weight_file), precision)
             except ElmoInputError as e:
                 raise ConfigurationError(str(e)) from None
         self.elmo = Elmo(bilm, num_mixes=2 if placement == "both" else 1, mix=mix,

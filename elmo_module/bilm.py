@@ -6,6 +6,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
+from elmo_module import precision
 from elmo_module.characters import boundary_ids
 from elmo_module.lstm import ProjectedLstmLayer, reverse_within_length
 from elmo_module.options import BiLmOptions
@@ -37,12 +38,16 @@ class ElmoBiLm(nn.Module):
     ``stateful=True`` carries each batch row's LSTM state into the same row of the next batch, as bilm-tf does (the
     published reference outputs need this); ``stateful=False`` starts every sentence from zeros (deterministic,
     what any per-sentence cache needs). ``reset_states()`` forgets the carried state.
+
+    ``precision="bfloat16"`` runs the forward's GEMMs in bfloat16 (``elmo_module.precision``); the layers it returns
+    are float32 either way.
     """
 
-    def __init__(self, options: BiLmOptions, stateful: bool = False):
+    def __init__(self, options: BiLmOptions, stateful: bool = False, precision: str = "float32"):
         super().__init__()
         self.options = options
         self.stateful = stateful
+        self.precision = precision
         self.token_encoder = CharCnnTokenEncoder(options)
         p, c = options.projection_dim, options.cell_dim
 
@@ -70,10 +75,12 @@ class ElmoBiLm(nn.Module):
         ids = torch.cat([ids[:, -1:], ids[:, :-1]], dim=1)
         ids[:, 0] = self.boundaries[0]
         ids[torch.arange(batch, device=ids.device), lengths + 1] = self.boundaries[1]
-        vectors, index = self.token_encoder.encode_distinct(ids)
-        tokens = vectors[index]
         initial = self._initial_state(batch) if self.stateful else None
-        lstm_layers, state = self.contextual(tokens, lengths + 2, initial, distinct=(vectors, index))
+        with precision.autocast(self.precision, char_ids.device.type):
+            vectors, index = self.token_encoder.encode_distinct(ids)
+            vectors = vectors.float()  # layer 0 of the output (a no-op in float32)
+            tokens = vectors[index]
+            lstm_layers, state = self.contextual(tokens, lengths + 2, initial, distinct=(vectors, index))
         if self.stateful:
             self._keep_state(state)
         keep = mask.unsqueeze(-1).to(tokens.dtype)
@@ -110,10 +117,11 @@ class ElmoBiLm(nn.Module):
                    None if index is None else reverse_within_length(index, lens))]
 
         grad_enabled = torch.is_grad_enabled()  # thread-local in torch: the worker thread must inherit it
+        same_autocast = precision.inherit(tokens.device.type)  # thread-local too
 
         def run_stack(layers, inputs, direction, index):
             outs, hs, cs = [], [], []
-            with torch.set_grad_enabled(grad_enabled):
+            with torch.set_grad_enabled(grad_enabled), same_autocast():
                 for k, layer in enumerate(layers):
                     first = (distinct[0], index) if k == 0 and index is not None else None
                     out, (h_k, c_k) = layer(inputs, active, (h0[k, direction], c0[k, direction]), first)
@@ -127,7 +135,7 @@ class ElmoBiLm(nn.Module):
 
         if torch.get_num_threads() >= 2:
             # The two stacks are independent: half the cores each. Small-batch GEMMs scale badly over threads, so
-            # two stacks side by side beat one stack after the other on all cores (README "Speed").
+            # two stacks side by side beat one stack after the other on all cores (docs/speed.md).
             with _threads_per_op(torch.get_num_threads() // 2):
                 backward = _POOL.submit(run_stack, *stacks[1])
                 forward = run_stack(*stacks[0])

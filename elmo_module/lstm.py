@@ -8,15 +8,20 @@ when autograd is not recording (``_scratch``).
 
 Inference (autograd not recording, CPU, float32) runs the steps batch-major through oneDNN's linear with the weights
 prepacked (``_onednn_weights``); training keeps the feature-major MKL path. ``ELMO_ONEDNN=0`` turns oneDNN off.
+Under bfloat16 autocast (``elmo_module.precision``) inference prepacks bfloat16 copies instead, the input part's
+weight too, and training's GEMMs are autocast's; either way the gates come back to float32 before the nonlinearities
+(the cell state is float32) and the layer returns float32.
 """
 import functools
 import os
 import threading
 import weakref
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
+
+from elmo_module import precision
 
 _scratch_memory = threading.local()  # per thread (the two directions run in two): layer -> {name: flat tensor}
 _packed_memory = weakref.WeakKeyDictionary()  # layer -> (its weights' (address, version), their oneDNN copies)
@@ -34,6 +39,8 @@ def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int],
     direction) after the call.
     """
     if torch.is_grad_enabled() and any(t.requires_grad for t in operands):
+        return None
+    if torch.is_autocast_enabled(operands[0].device.type):  # autocast picks the op's output dtype; out= would not
         return None
     kept = getattr(_scratch_memory, "by_layer", None)
     if kept is None:
@@ -64,6 +71,32 @@ def _onednn_works() -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
+def _onednn_bfloat16_works() -> bool:
+    """Whether oneDNN runs bfloat16 linear natively here (AVX-512 BF16 or AMX: torch's own test) and computes it as
+    bfloat16 products summed in float32 should (small random operands against float64, to bfloat16's 2**-8)."""
+    try:
+        if not (_onednn_works() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+            return False
+        g = torch.Generator().manual_seed(0)
+        w, x, other = (torch.randn(*shape, generator=g).bfloat16() for shape in ((24, 16), (5, 16), (5, 24)))
+        packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        product = x.double() @ w.double().t()
+        got = torch.ops.mkldnn._linear_pointwise.binary(x, other, packed, None, "add").double()
+        expected = product + other.double()
+        return bool(((got - expected).abs() <= 2 ** -8 * expected.abs() + 1e-2).all())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class Packed(NamedTuple):
+    """oneDNN's prepacked copies of a layer's weights (``ProjectedLstmLayer._onednn_weights``)."""
+    state: torch.Tensor
+    projection: torch.Tensor
+    input: Optional[torch.Tensor]  # bfloat16 only: the float32 input part stays on MKL's addmm, as before
+    dtype: torch.dtype
+
+
 class ProjectedLstmLayer(nn.Module):
     """TF ``LSTMCell(num_proj, cell_clip, proj_clip)``; weights in TF layout, gate order i, j, f, o.
 
@@ -86,15 +119,15 @@ class ProjectedLstmLayer(nn.Module):
         forget[2 * cell_dim:3 * cell_dim] = 1.0
         self.register_buffer("forget_bias", forget, persistent=False)
 
-    def _step(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-              packed: Optional[Tuple[torch.Tensor, torch.Tensor]] = None):
+    def _step(self, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, packed: Optional[Packed] = None):
         """One time step, feature-major: pre_t (4C, n) input part of the gates, h (P, n), c (C, n); or, given
         ``packed`` (``_onednn_weights``), batch-major: pre_t (n, 4C), h (n, P), c (n, C)."""
         if packed is None:
             gates = _scratch(self, "gates", pre_t.shape, pre_t, h, self.state_weight)
             gates = torch.addmm(pre_t, self.state_weight, h, out=gates)
         else:
-            gates = torch.ops.mkldnn._linear_pointwise.binary(h, pre_t, packed[0], None, "add")
+            gates = torch.ops.mkldnn._linear_pointwise.binary(h, pre_t, packed.state, None, "add")
+        gates = gates.float()  # a bfloat16 GEMM's output: the nonlinearities and the cell state in float32
         i, j, f, o = gates.chunk(4, dim=0 if packed is None else 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
         if self.cell_clip:
@@ -103,14 +136,15 @@ class ProjectedLstmLayer(nn.Module):
         if packed is None:
             h = torch.mm(self.projection, m)
         else:
-            h = torch.ops.mkldnn._linear_pointwise(m, packed[1], None, "none", [], "")
+            h = torch.ops.mkldnn._linear_pointwise(m.to(packed.dtype), packed.projection, None, "none", [], "")
         if self.proj_clip:
             h = h.clamp(-self.proj_clip, self.proj_clip)
         return h, c
 
-    def _onednn_weights(self, *operands: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    def _onednn_weights(self, *operands: torch.Tensor) -> Optional[Packed]:
         """oneDNN's prepacked copies of (state_weight, projection) when this call can use them (autograd not
-        recording, CPU, float32, oneDNN present and correct), else None.
+        recording, CPU, float32 operands, oneDNN present and correct), else None; under bfloat16 autocast, bfloat16
+        copies of those and of input_weight (None where oneDNN has no native bfloat16: autocast's GEMMs then).
 
         Why: torch 2.9.1's MKL 2024.2 runs the recurrent GEMM (16384 x 512 by 8-32 rows) at 12-49 GFLOP/s on this AMD
         EPYC (Zen 4) core, oneDNN's linear on the prepacked weight at 47-89 (1 thread, interleaved); a full-size
@@ -126,11 +160,16 @@ class ProjectedLstmLayer(nn.Module):
                 or any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors)
                 or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or not _onednn_works()):
             return None
-        key = tuple((w.data_ptr(), w._version) for w in weights)
+        dtype = torch.float32
+        if precision.bfloat16_active("cpu"):
+            if not _onednn_bfloat16_works():
+                return None
+            dtype, weights = torch.bfloat16, (*weights, self.input_weight)
+        key = (dtype, *((w.data_ptr(), w._version) for w in weights))
         kept = _packed_memory.get(self)
         if kept is None or kept[0] != key:
-            kept = _packed_memory[self] = (key, tuple(torch.ops.mkldnn._reorder_linear_weight(w.detach())
-                                                      for w in weights))
+            copies = [torch.ops.mkldnn._reorder_linear_weight(w.detach().to(dtype)) for w in weights]
+            kept = _packed_memory[self] = (key, Packed(*copies[:2], copies[2] if len(copies) > 2 else None, dtype))
         return kept[1]
 
     def forward(self, inputs: torch.Tensor, active: torch.Tensor, state: Tuple[torch.Tensor, torch.Tensor],
@@ -168,6 +207,8 @@ class ProjectedLstmLayer(nn.Module):
         bias = self.bias + self.forget_bias
 
         def input_part(name, x):  # x (positions, in) -> the input part of the gates, (4C, N) or (N, 4C)
+            if packed is not None and packed.input is not None:  # bfloat16: the bias is added in float32 in the GEMM
+                return torch.ops.mkldnn._linear_pointwise(x.to(packed.dtype), packed.input, bias, "none", [], "")
             out = _scratch(self, name, gates_shape(x.size(0)), x, bias, self.input_weight)
             if packed is None:
                 return torch.addmm(bias.unsqueeze(1), self.input_weight, x.t(), out=out)
@@ -179,9 +220,11 @@ class ProjectedLstmLayer(nn.Module):
             vectors, index = distinct
             index = pack(index)
             distinct_part = input_part("distinct_part", vectors)
-            out = _scratch(self, "input_part", gates_shape(index.numel()), vectors, bias, self.input_weight)
+            out = _scratch(self, "input_part", gates_shape(index.numel()), distinct_part)
             pre = torch.index_select(distinct_part, d, index, out=out)
         h, c = rows(state[0]), rows(state[1])
+        if packed is not None:
+            h = h.to(packed.dtype)  # the recurrent GEMM's operand (a no-op in float32)
         finished_h, finished_c = [], []  # final states of rows that ended, highest rows first
         outputs, running = [], batch
         # split, not pre[:, offset:offset + n]: in training, slicing would make autograd add a full-size (4C, N) zero
@@ -193,13 +236,13 @@ class ProjectedLstmLayer(nn.Module):
                 h, c, running = h.narrow(d, 0, n).contiguous(), c.narrow(d, 0, n).contiguous(), n
             h, c = self._step(pre_t, h, c, packed)
             outputs.append(h)
-        packed_out = rows(torch.cat(outputs, dim=d)) if outputs else inputs.new_zeros(0, proj)  # (N, P)
+        packed_out = rows(torch.cat(outputs, dim=d)).float() if outputs else inputs.new_zeros(0, proj)  # (N, P)
         if full:
             out = packed_out.reshape(steps, batch, proj)
         else:
             out = inputs.new_zeros(steps, batch, proj)
             out[:len(sizes)][running_mask] = packed_out
-        final_h = rows(torch.cat([h, *reversed(finished_h)], dim=d))
+        final_h = rows(torch.cat([h.float(), *(t.float() for t in reversed(finished_h))], dim=d))
         final_c = rows(torch.cat([c, *reversed(finished_c)], dim=d))
         return out.transpose(0, 1).contiguous(), (final_h, final_c)
 

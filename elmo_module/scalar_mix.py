@@ -4,7 +4,7 @@ from typing import List
 import torch
 from torch import nn
 
-MIX_MODES = ("weighted", "last_only", "average")
+MIX_MODES = ("weighted", "last_only", "average", "token_only")
 
 
 class ScalarMix(nn.Module):
@@ -12,7 +12,10 @@ class ScalarMix(nn.Module):
 
     mode ``weighted``: trainable w (starting at 0, i.e. uniform) and gamma (starting at 1);
     ``last_only``: the top layer only, gamma still trainable (Table 2; a frozen gamma made SRL fail in the paper);
-    ``average``: fixed uniform weights, gamma trainable.
+    ``average``: fixed uniform weights, gamma trainable;
+    ``token_only``: the token layer (layer 0, the char CNN's context-independent vector) only, gamma trainable: the
+    supplement's ELMo_0 ablation ("only the ELMo context-independent type representation without the ELMo biLSTM
+    layers").
     ``do_layer_norm``: the paper code's normalisation, one masked mean and variance per layer over the whole
     (batch, time, dim) tensor, no gain or bias.
     """
@@ -29,9 +32,10 @@ class ScalarMix(nn.Module):
             self.register_buffer("mix_weights", torch.zeros(num_layers))
 
     def normalized_weights(self) -> torch.Tensor:
-        """softmax(w), or the one-hot top layer for ``last_only`` (Figure 2 plots these)."""
-        if self.mode == "last_only":
-            return torch.nn.functional.one_hot(torch.tensor(self.num_layers - 1), self.num_layers).float()
+        """softmax(w), or the one-hot top (``last_only``) or token (``token_only``) layer (Figure 2 plots these)."""
+        if self.mode in ("last_only", "token_only"):
+            layer = self.num_layers - 1 if self.mode == "last_only" else 0
+            return torch.nn.functional.one_hot(torch.tensor(layer), self.num_layers).float()
         return torch.softmax(self.mix_weights, dim=0)
 
     def penalty(self) -> torch.Tensor:
@@ -45,6 +49,8 @@ class ScalarMix(nn.Module):
             layers = [_masked_normalize(layer, mask) for layer in layers]
         if self.mode == "last_only":
             return self.gamma * layers[-1]
+        if self.mode == "token_only":
+            return self.gamma * layers[0]
         weights = self.normalized_weights()
         return self.gamma * sum(w * layer for w, layer in zip(weights, layers))
 

@@ -4,6 +4,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from elmo_module import precision
 from elmo_module.options import BiLmOptions
 
 
@@ -79,7 +80,8 @@ class CharCnnTokenEncoder(nn.Module):
         parameters = list(self.parameters())
         if not self.cache_size or (torch.is_grad_enabled() and any(p.requires_grad for p in parameters)):
             return self(unique)
-        owner = tuple((p.data_ptr(), p._version) for p in parameters)
+        # vectors computed under bfloat16 autocast are not float32's: the precision is part of the owner
+        owner = (tuple((p.data_ptr(), p._version) for p in parameters), precision.bfloat16_active(unique.device.type))
         if owner != self._cache_owner:
             self._cache.clear()
             self._cache_owner = owner

@@ -13,6 +13,7 @@ import torch
 from elmo_module.bilm import ElmoBiLm
 from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
+from elmo_module.precision import check_precision
 
 N_CHARS_IN_FILE = 261  # ids 0..260 before the +1 masking shift
 
@@ -97,11 +98,13 @@ def read_arrays(weights_path, options: BiLmOptions, options_source: str = "optio
         return {name: np.asarray(f[name][...], dtype=np.float32) for name, _ in _layout(options)}
 
 
-def load_bilm(options_path, weights_path, stateful: bool = False) -> ElmoBiLm:
-    """An ``ElmoBiLm`` with the weights of an official (or our) ``options.json`` + hdf5 pair."""
+def load_bilm(options_path, weights_path, stateful: bool = False, precision: str = "float32") -> ElmoBiLm:
+    """An ``ElmoBiLm`` with the weights of an official (or our) ``options.json`` + hdf5 pair; ``precision`` is its
+    forward's (``elmo_module.precision``: the weights stay float32)."""
+    check_precision(precision, what="precision")
     options = BiLmOptions.load(options_path)
     arrays = read_arrays(weights_path, options, options_source=f"options '{options_path}'")
-    bilm = ElmoBiLm(options, stateful=stateful)
+    bilm = ElmoBiLm(options, stateful=stateful, precision=precision)
     with torch.no_grad():
         bilm.token_encoder.char_embed[1:] = torch.from_numpy(arrays["char_embed"])
         for name, param, how in _param_map(bilm):

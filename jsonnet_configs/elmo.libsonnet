@@ -18,7 +18,11 @@ local size = knob('SIZE');
 local layer_norm = knob('ELMO_LAYER_NORM');
 
 assert std.member(['none', 'input', 'output', 'both'], placement) : 'ELMO must be none|input|output|both, found ' + placement;
-assert std.member(['weighted', 'last_only', 'average'], mix) : 'ELMO_MIX must be weighted|last_only|average, found ' + mix;
+assert std.member(['weighted', 'last_only', 'average', 'token_only'], mix) : 'ELMO_MIX must be weighted|last_only|average|token_only, found ' + mix;
+local word_vectors = knob('WORD_VECTORS');
+assert std.member(['true', 'false'], word_vectors) : 'WORD_VECTORS must be true|false, found ' + word_vectors;
+assert word_vectors == 'true' || placement == 'input' || placement == 'both' :
+  'WORD_VECTORS=false needs ELMO=input or both (the token representation would be empty), found ELMO=' + placement;
 assert std.member(['paper', 'small', 'tiny'], size) : 'SIZE must be paper|small|tiny, found ' + size;
 assert std.member(['false', 'true'], layer_norm) : 'ELMO_LAYER_NORM must be false|true, found ' + layer_norm;
 
@@ -34,12 +38,14 @@ local orDefault(value, default) = if value == '' then default else value;
     options_file: orDefault(knob('ELMO_OPTIONS'), 'elmo_module/bundled/tiny_options.json'),
     weight_file: orDefault(knob('ELMO_WEIGHTS'), 'elmo_module/bundled/tiny_weights.hdf5'),
     cache: knob('ELMO_CACHE'),
+    precision: knob('ELMO_PRECISION'),
     seed: number('SEED'),
     train_fraction: number('TRAIN_FRACTION'),
     train_path: knob('TRAIN_PATH'),
     dev_path: knob('DEV_PATH'),
     test_path: knob('TEST_PATH'),
     glove_path: knob('GLOVE_PATH'),
+    word_vectors: word_vectors == 'true',
     size: size,
     num_epochs: knob('NUM_EPOCHS'),
     batches_per_epoch: knob('BATCHES_PER_EPOCH'),
@@ -80,13 +86,20 @@ local orDefault(value, default) = if value == '' then default else value;
       do_layer_norm: $.knobs.layer_norm,  // ELMO_LAYER_NORM; false in allennlp-models' configs and document-qa
       dropout: dropout,
       cache_dir: $.knobs.cache,  // the runner's frozen-biLM activation cache ('' = run the biLM)
+      precision: $.knobs.precision,  // ELMO_PRECISION: float32 | bfloat16 (the cache must have been built in it)
     },
   } else {}),
 
   // A word embedding: GloVe (GLOVE_PATH, the file's dimension glove_dim) as the paper's baselines, or trained from
   // scratch (scratch_dim) when no GloVe file is given (GloVe is not obtainable offline).
+  // WORD_VECTORS=false: a zero-width embedding, so the token representation is ELMo alone and every input size
+  // computed from embedding_dim stays right (the supplement's "ELMo without GloVe" ablation).
   word_embedding(glove_dim, scratch_dim, glove_trainable=false):
-    if $.knobs.glove_path != '' then {
+    if !$.knobs.word_vectors then {
+      type: 'embedding',
+      embedding_dim: 0,
+      trainable: false,
+    } else if $.knobs.glove_path != '' then {
       type: 'embedding',
       embedding_dim: glove_dim,
       pretrained_file: $.knobs.glove_path,
@@ -131,8 +144,9 @@ local orDefault(value, default) = if value == '' then default else value;
     local all = (if self.regularizer != null then self.regularizer.regexes else []) + regexes;
     if std.length(all) > 0 then { regularizer: { regexes: all } } else {},
 
-  // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true.
-  callbacks: (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
+  // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true; every
+  // run's per-example dev and test predictions for the significance tests (tasks/predictions.py).
+  callbacks: [{ type: 'unit_predictions' }] + (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
              + (if knob('WANDB') == 'true' then [$.wandb_callback] else []),
   // allennlp's wandb callback (works with WANDB_MODE=offline).
   wandb_callback: { type: 'wandb', summary_interval: 10, should_log_parameter_statistics: false },

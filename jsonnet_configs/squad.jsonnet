@@ -9,8 +9,9 @@
 local elmo = import 'elmo.libsonnet';
 
 // document-qa: cased words, GloVe vector of the word else of its lowercase form else zero, fixed
-// (tasks/squad/glove_fallback.py). Without GLOVE_PATH: lowercased words trained from scratch.
-local glove = elmo.knobs.glove_path != '';
+// (tasks/squad/glove_fallback.py). Without GLOVE_PATH: lowercased words trained from scratch; WORD_VECTORS=false: none
+// (the character CNN stays: the supplement's ablation removes GloVe only).
+local glove = elmo.knobs.glove_path != '' && elmo.knobs.word_vectors;
 local word_embedding =
   if glove then { type: 'glove_cased_fallback', embedding_dim: 300, pretrained_file: elmo.knobs.glove_path }
   else elmo.word_embedding(glove_dim=300, scratch_dim=elmo.size(300, 64, 8));

@@ -91,6 +91,10 @@ def run_pos(bilm, train_path: str, dev_path: str, test_path: str, l2: float = 1e
     feats = {split: features(bilm, [[w for w, _ in s] for s in sents], f"pos-{split}")
              for split, sents in data.items()}
     layers_s = time.time() - started
+    # per test sentence and layer: [correct, tokens], the units of the paired bootstrap (runner/stats.py; a sentence,
+    # not a token, since its tokens' errors are not independent)
+    bounds = np.cumsum([0] + [len(s) for s in data["test"]])
+    units = {"ids": [str(i) for i in range(len(data["test"]))], "metric": "accuracy", "counts": {}}
     results = []
     for layer in range(bilm.n_layers):
         t0 = time.time()
@@ -101,6 +105,9 @@ def run_pos(bilm, train_path: str, dev_path: str, test_path: str, l2: float = 1e
             for split in ("dev", "test"):
                 predicted = model(torch.from_numpy(feats[split][layer])).argmax(-1).numpy()
                 info[f"{split}_accuracy"] = 100 * float((predicted == labels[split]).mean())
+        right = (predicted == labels["test"]).astype(np.int64)
+        units["counts"][layer_names(bilm.n_layers)[layer]] = [
+            [int(right[a:b].sum()), int(b - a)] for a, b in zip(bounds[:-1], bounds[1:])]
         info["train_s"] = round(time.time() - t0, 1)
         results.append(info)
     return {"probe": "pos", "layer_names": layer_names(bilm.n_layers), "layers": results,
@@ -109,5 +116,5 @@ def run_pos(bilm, train_path: str, dev_path: str, test_path: str, l2: float = 1e
                          "test_accuracy": most_frequent_tag_baseline(data["train"], data["test"])},
             "data": {split: {"file": str(p), "sentences": len(data[split]), "tokens": int(labels[split].size)}
                      for split, p in (("train", train_path), ("dev", dev_path), ("test", test_path))},
-            "tags": len(tags), "l2": l2, "max_iter": max_iter, "biLM": bilm.describe(),
+            "units": {"test": units}, "tags": len(tags), "l2": l2, "max_iter": max_iter, "biLM": bilm.describe(),
             "timing_s": {"layers": round(layers_s, 1), "total": round(time.time() - started, 1)}}

@@ -16,13 +16,15 @@ def _table(header: List[str], rows: List[list]) -> List[str]:
             ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def _claim(what: str, names: List[str], values: List[Optional[float]], better: str, worse: str) -> str:
-    ours = dict(zip(names, values))
-    if ours.get(better) is None or ours.get(worse) is None:
-        return f"- {what}: cannot be judged (this biLM has no {better} or {worse})."
-    holds = ours[better] > ours[worse]
-    return (f"- {what}: **{'holds' if holds else 'does not hold'}** for this biLM ({better} {ours[better]:.1f} "
-            f"vs {worse} {ours[worse]:.1f}).")
+def _claim(what: str, sweep: str, result: dict, paper: dict, better: str, worse: str) -> str:
+    """The paper's layer ordering with the test behind it and the verdict (runner/claims.py probe_claim, the rule of
+    runner/stats.py): never "holds" on a difference alone."""
+    from runner.claims import probe_claim, view_text
+
+    claim = probe_claim(sweep, result, paper, better, worse, what)
+    tests = "; ".join(view_text(v) for v in claim["views"]) or "no test"
+    why = f" ({claim['why']})" if claim["verdict"] == "not decidable" else ""
+    return f"- {what}: ours {claim['ours']} ({better} vs {worse}): **{claim['verdict']}**{why}. Test: {tests}."
 
 
 def table5(result: dict, paper: dict) -> List[str]:
@@ -43,11 +45,10 @@ def table5(result: dict, paper: dict) -> List[str]:
     used = {v for v in PAPER_ROW.values() if v}
     rows += [[f"{label} (paper only)", "—", _f(value)] + ["—"] * len(others)
              for label, value in rows_paper.items() if label not in used]
-    f1 = [sets[main]["layers"][j]["F1"] for j in range(len(names))]
     counts = result.get("counts", {})
     fallback = ", ".join(f"{name}: {c['fallback']} of {c['instances']}" for name, c in counts.items())
     return _table(header, rows) + [
-        "", _claim("Paper: the second layer beats the first for WSD (69.0 vs 67.4)", names, f1,
+        "", _claim("Paper: the second layer beats the first for WSD (69.0 vs 67.4)", "table5", result, paper,
                    "second LSTM layer", "first LSTM layer"),
         f"- Scored as the framework's Scorer.java (P = correct / answered, R = correct / instances, F1). "
         f"{main}: {sets[main]['first_sense']['instances']} instances. "
@@ -70,10 +71,9 @@ def table6(result: dict, paper: dict) -> List[str]:
     used = {v for v in PAPER_ROW.values() if v}
     rows += [[f"{label} (paper only)", "—", "—", _f(value)] for label, value in rows_paper.items()
              if label not in used]
-    test = [layer["test_accuracy"] for layer in result["layers"]]
     data = result["data"]
     return _table(header, rows) + [
-        "", _claim("Paper: the first layer beats the second for POS (97.3 vs 96.8)", result["layer_names"], test,
+        "", _claim("Paper: the first layer beats the second for POS (97.3 vs 96.8)", "table6", result, paper,
                    "first LSTM layer", "second LSTM layer"),
         f"- Softmax regression on each frozen layer (L-BFGS, L2 {result['l2']}, iterations picked on dev: "
         + ", ".join(f"{n} {l['iterations']}" for n, l in zip(result["layer_names"], result["layers"])) + "); "

@@ -36,6 +36,17 @@ def score(gold: Dict[str, Sequence[str]], answers: Dict[str, Sequence[str]]) -> 
             "answered": sum(1 for i in answers if i in gold and answers[i])}
 
 
+def unit_counts(gold: Dict[str, Sequence[str]], answers: Dict[str, Sequence[str]], ids: Sequence[str]) -> List[list]:
+    """Per instance [ok, answered, 1], which summed give ``score``'s P = ok / answered and R = ok / instances: the
+    units of the paired bootstrap (runner/stats.py metric wsd_f1)."""
+    counts = []
+    for instance_id in ids:
+        keys = answers.get(instance_id) or []
+        ok = sum(k in set(gold[instance_id]) for k in keys) / len(keys) if keys else 0.0
+        counts.append([ok, 1 if keys else 0, 1])
+    return counts
+
+
 def instance_vectors(sentence: WsdSentence, layers: np.ndarray) -> List[Tuple[int, np.ndarray]]:
     """(token position, (n_layers, dim) vector) of each instance of a sentence; ``layers`` is (L, n_words, D)."""
     out = []
@@ -145,7 +156,7 @@ def run_wsd(bilm, train_xml: str, eval_xmls: List[str], wordnet_dir: str, progre
             centroids.add(token.lemma, token.pos, train_keys[token.instance_id], vector)
     train_s = time.time() - started - read_s
 
-    sets, counts = {}, {}
+    sets, counts, units = {}, {}, {}
     for name, sentences, gold in tests:
         vectors = {}
         for i, layers in bilm.layers([s.words() for s in sentences]):
@@ -162,7 +173,14 @@ def run_wsd(bilm, train_xml: str, eval_xmls: List[str], wordnet_dir: str, progre
             gold_part = {i: gold[i] for i in ids}
             sets[group] = {"first_sense": score(gold_part, first),
                            "layers": [score(gold_part, answers) for answers in per_layer]}
+        # the units of the set the paper reports (runner/claims.py probe_claim picks the same one)
+        main = PAPER_SET_NAME if PAPER_SET_NAME in groups else name
+        if not units:
+            units = {"ids": groups[main], "metric": "wsd_f1", "set": main, "counts": {
+                layer: unit_counts(gold, answers, groups[main])
+                for layer, answers in zip(layer_names(bilm.n_layers), per_layer)}}
     return {"probe": "wsd", "layer_names": layer_names(bilm.n_layers), "sets": sets, "counts": counts,
+            "units": {"test": units},
             "train": {"file": str(train_xml), "sentences": len(train), "instances": len(train_keys),
                       "senses": len(centroids.sums), "lemma_pos": len(centroids.candidates)},
             "eval": [str(x) for x in eval_xmls], "wordnet": str(wordnet_dir), "biLM": bilm.describe(),

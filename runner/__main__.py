@@ -1,4 +1,4 @@
-"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See README.md.
+"""``python -m runner``: run a profile's sweeps (Tables 1-6, Figures 1-2) and build its results. See docs/runner.md.
 
 Killing it at any moment and starting it again re-runs only unfinished runs. A crashed run is reported with its log
 and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the runs that exist. Ctrl-C stops the
@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Optional
 
-from runner.execute import git_commit, hardware, load_result, write_json
+from runner.execute import PREDICTIONS, git_commit, hardware, load_result, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -45,6 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--gpus-per-run", type=float, help="Ray resources per run, fractions too (default: 1 with "
                    "--device cuda, else 0; > 0 sets CUDA_DEVICE=0, Ray sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--no-cache", action="store_true", help="run the biLM in every run instead of caching its layers")
+    p.add_argument("--precision", choices=("float32", "bfloat16"), help="the biLM's matrix products in every ELMo "
+                   "run and activation cache: sets the knob ELMO_PRECISION (default: the profile's, else float32)")
     p.add_argument("--runs-dir", help="default: runs/PROFILE")
     p.add_argument("--results-dir", help="default: results/PROFILE")
     p.add_argument("--cache-dir", default=str(REPO / "cache" / "elmo"))
@@ -101,6 +103,11 @@ def main(argv=None) -> int:
             _lock_files.pop().close()
 
 
+def _rounded(value):
+    """A metric as a progress line shows it: 0.31, not 0.30999999999999994 (the result files keep every digit)."""
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
 def check_flags(args) -> None:
     """Numbers and directories of the command line, before any work (a negative --jobs was a traceback; a
     --results-dir that is a file, a traceback after every training)."""
@@ -154,7 +161,8 @@ def _main(argv=None) -> int:
     try:
         plan = make_plan(args)
         if args.build_only:
-            restore_archived(plan.profile, plan.runs, plan.run_dir, plan.results_dir)
+            restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
+                                       plan.results_dir)
             check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=False, build_only=True)
         else:
             wanted = wanted_runs(plan, args)
@@ -164,7 +172,8 @@ def _main(argv=None) -> int:
             if status is not None:
                 return status
             gpus, stage_device = device_and_locks(plan, args)
-            archive = restore_archived(plan.profile, plan.runs, plan.run_dir, plan.results_dir)
+            archive = restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
+                                       plan.results_dir)
             inputs, finished = run_stages(plan, args, wanted, gpus, stage_device, archive)
             train(plan, args, wanted, inputs, finished, gpus, stage_device, archive)
     except SpecError as e:
@@ -177,6 +186,8 @@ def make_plan(args) -> Plan:
     """The profile and its sweeps, checked against the schema (SpecError), expanded into cells and runs."""
     check_flags(args)
     profile, profile_path = load_profile(args.profile)
+    if args.precision:  # a knob like any other: it enters the runs' identity and their result.json
+        profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
     only = args.only.split(",") if args.only else None
     check_only(profile, only)
     # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
@@ -228,6 +239,10 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
     parallel = args.jobs or int(profile.get("jobs", 1))
     _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else plan.probes)
+    if profile.get("vectors") and unrun:  # the baselines' word vectors, before any run (runner/vectors.py)
+        from runner.vectors import prepare_vectors
+
+        prepare_vectors(profile)
     if not args.baselines_only and any(r.uses_elmo for r in unrun):
         from runner.bilm import prepare_bilm, stages_pending
 
@@ -260,6 +275,8 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
     execute(jobs, args, args.jobs or int(plan.profile.get("jobs", 1)), gpus, archive=archive)
     if not args.baselines_only:
         run_probes(plan.probes, plan.probe_dir, args)
+        for probe in plan.probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
+            archive(plan.probe_dir[probe])
 
 
 def build_tables(plan: Plan, args, argv, started: float) -> int:
@@ -300,6 +317,11 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
         report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
         results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(results_dir / "bilm.md", bilm_markdown(report, provenance_lines(provenance)))
+    if profile.get("vectors"):
+        from runner.results import provenance_lines
+        from runner.vectors import write_report
+
+        write_report(profile, results_dir, provenance_lines(provenance))
     build_results(plan.sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
@@ -347,9 +369,12 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     archive_dir = results_dir / "runs"
     restored = 0
     for run in runs:
-        copy, target = archive_dir / run.task / f"{run.run_id}.json", run_dir[run] / "result.json"
+        copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
         if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
+            predictions = copy.with_name(f"{run.run_id}.{PREDICTIONS}")  # before result.json: finished = complete
+            if predictions.is_file():
+                shutil.copyfile(predictions, target.with_name(PREDICTIONS))
             write_json(target, load_result(copy)[0])
             restored += 1
     if restored:
@@ -359,10 +384,14 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
         result, _ = load_result(directory / "result.json")
         if result is not None:
             (archive_dir / directory.parent.name).mkdir(parents=True, exist_ok=True)
+            if (directory / PREDICTIONS).is_file():  # per-example predictions travel with the result (issue 22)
+                target = archive_dir / directory.parent.name / f"{directory.name}.{PREDICTIONS}"
+                shutil.copyfile(directory / PREDICTIONS, target.with_name(target.name + ".partial"))
+                os.replace(target.with_name(target.name + ".partial"), target)
             write_json(archive_dir / directory.parent.name / f"{directory.name}.json", result)
 
     for run in runs:  # finished before this profile archived, or by --baselines-only
-        if not (archive_dir / run.task / f"{run.run_id}.json").is_file():
+        if not (archive_dir / run_dir[run].parent.name / f"{run.run_id}.json").is_file():
             archive(run_dir[run])
     return archive
 
@@ -552,7 +581,7 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> N
         left = runs - state["done"]
         eta = (time.time() - state["started"]) / state["done"] * left
         if status["status"] == "done":
-            what = f"dev={status['dev']} test={status['test']} ({status['wall_time_s']}s)"
+            what = f"dev={_rounded(status['dev'])} test={_rounded(status['test'])} ({status['wall_time_s']}s)"
             if archive:
                 archive(Path(job["run_dir"]))
         else:

@@ -92,14 +92,16 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
     identity = json.dumps([data_sum, params["dataset_reader"], params.get("validation_dataset_reader")],
                           sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    directory = cache_root / weights_sum[:16] / (f"{task}-{key}" + ("" if dtype == "float16" else f"-{dtype}"))
-    problem = cache_problem(directory, weights_sum)
+    precision = knobs.get("ELMO_PRECISION", "float32")  # of the biLM's forward: bfloat16's layers are another cache
+    suffix = ("" if dtype == "float16" else f"-{dtype}") + ("" if precision == "float32" else f"-{precision}")
+    directory = cache_root / weights_sum[:16] / f"{task}-{key}{suffix}"
+    problem = cache_problem(directory, weights_sum, precision)
     if problem is None:
         return directory
     if (directory / "meta.json").is_file():  # an older format: rebuilt, never read
         print(f"{problem}\n  -> rebuilding it", flush=True)
     sentences = _read_sentences(params, keys)
-    bilm = load_bilm(*options, stateful=False).to(device)
+    bilm = load_bilm(*options, stateful=False, precision=precision).to(device)
     # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
     # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},

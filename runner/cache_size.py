@@ -1,7 +1,7 @@
 """What a task's activation cache costs on disk: builds it (or finds it) for one task of a profile and prints the
 tokens its readers give (repeats included), the distinct sentences and tokens stored, the bytes on disk and the
-bytes per token read (README "Activation cache"). ``--dtype float32`` builds the float32 variant that the README
-compares against.
+bytes per token read (docs/speed.md, "The activation cache"). ``--dtype float32`` builds the float32 variant that
+page compares against.
 
     python -m runner.cache_size --profile mini --task ner --cache-dir /tmp/cache [--dtype float32]
 """

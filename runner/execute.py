@@ -148,6 +148,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     model_dir = run_dir / "model"
     shutil.rmtree(model_dir, ignore_errors=True)
     (run_dir / "failed.json").unlink(missing_ok=True)
+    (run_dir / PREDICTIONS).unlink(missing_ok=True)  # an earlier attempt's, not this run's
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
     command, commit = train_command(task, model_dir), git_commit()  # the code the training reads as it starts
@@ -192,7 +193,8 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
                                               "validation": m.get(f"validation_{metric}")} for m in epochs],
               "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
-              "wall_time_s": wall, "log": str(log), "made": made_record(commit)}
+              "wall_time_s": wall, "log": str(log), "made": made_record(commit),
+              "predictions": keep_predictions(model_dir, run_dir, metric, metrics)}
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)
@@ -201,6 +203,38 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     write_json(result_path, result)
     (run_dir / "failed.json").unlink(missing_ok=True)
     return {"status": "done", "skipped": False, **result}
+
+
+PREDICTIONS = "predictions.json.gz"  # per-example dev/test predictions beside result.json (tasks/predictions.py)
+
+
+def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict) -> dict:
+    """Moves the training's per-example predictions beside result.json once their counts give back the metric
+    allennlp reported for dev (best epoch) and test; returns what result.json records about them."""
+    import gzip
+
+    from runner.stats import metric_value
+
+    source = model_dir / "unit_predictions.json.gz"
+    error = model_dir / "unit_predictions.error"
+    if error.is_file():
+        return {"problem": f"no per-example predictions: writing them failed: {error.read_text().strip()}"}
+    if not source.is_file():
+        return {"problem": "no per-example predictions: this model has no extractor (tasks/predictions.py)"}
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    record = {"file": PREDICTIONS, "metric": data["metric"], "units": {}, "seconds": data.get("seconds")}
+    for split, key in (("dev", f"best_validation_{metric}"), ("test", f"test_{metric}")):
+        if split not in data["splits"] or not isinstance(metrics.get(key), (int, float)):
+            continue
+        units = data["splits"][split]
+        ours, reported = float(metric_value(data["metric"], [sum(c) for c in zip(*units["counts"])])), metrics[key]
+        reported = 100.0 * reported if reported <= 1.0 else float(reported)
+        if abs(ours - reported) > 0.01:  # e.g. a stateful biLM gives other outputs on a second pass
+            return {"problem": f"{source}: the {split} predictions give {data['metric']} {ours:.4f}, the run "
+                               f"reported {reported:.4f}; not kept"}
+        record["units"][split] = len(units["ids"])
+    os.replace(source, run_dir / PREDICTIONS)
+    return record
 
 
 def _last_error_line(log: Path) -> str:

@@ -18,8 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result  # noqa: E402
-from runner.spec import PROBE_KINDS, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, REPO, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 SECOND_METRIC = {"squad": "em"}  # shown beside the task's metric (SQuAD: F1, and EM beside it; official v1.1 script)
@@ -39,6 +40,15 @@ def write_atomic(path: Path, data) -> None:
         raise
 
 
+def portable(path, keep: int = 2) -> str:
+    """A path as committed results name it: relative to the repository, or (runs elsewhere, e.g. --runs-dir /tmp/x)
+    its last ``keep`` parts (task/run id) under "<runs dir>", never an absolute path of the machine that made it."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(REPO):
+        return str(path.resolve().relative_to(REPO))
+    return str(Path("<runs dir>", *path.parts[-keep:])) if path.is_absolute() else str(path)
+
+
 def read_run(run_dir: Path, split: str) -> dict:
     """One run's state: ok (value in %, from `split`; test=null falls back to dev), crashed (log) or missing."""
     result_path, failed_path = Path(run_dir) / "result.json", Path(run_dir) / "failed.json"
@@ -53,7 +63,8 @@ def read_run(run_dir: Path, split: str) -> dict:
             raise ValueError(f"{result_path}: key '{split}' (or 'dev'): expected a number, found {value!r}")
         # Metrics that are fractions are reported in % like the paper's tables.
         percent = 100.0 * value if value <= 1.0 else float(value)
-        state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result}
+        state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result,
+                 "still_improving": still_improving(result)}
         dev = result.get("dev")
         if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table
             state["dev"] = 100.0 * dev if dev <= 1.0 else float(dev)
@@ -71,8 +82,11 @@ def read_run(run_dir: Path, split: str) -> dict:
 
 def aggregate(cells: list, split: str) -> dict:
     """Mean ± sample std over the finished seeds of one (task, column, x) cell."""
-    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=str(c.run_dir)) for c in cells]
+    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=portable(c.run_dir)) for c in cells]
     values = [r["value"] for r in runs if r["status"] == "ok"]
+    for run in runs:
+        if "log" in run:
+            run["log"] = portable(run["log"], keep=3)  # task/run id/log.txt
     crashed = [r["log"] for r in runs if r["status"] == "crashed"]
     status = ("ok" if runs and len(values) == len(runs) else "partial" if values
               else "crashed" if crashed else "missing")
@@ -86,6 +100,7 @@ def aggregate(cells: list, split: str) -> dict:
             "by_seed": {r["seed"]: r["value"] for r in runs if r["status"] == "ok"},
             "dev_by_seed": {r["seed"]: r["dev"] for r in runs if "dev" in r},
             "dev_fallback": any(r.get("dev_fallback") for r in runs), "crashed_logs": crashed,
+            "still_improving": [r["seed"] for r in runs if r.get("still_improving")],
             "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
 
 
@@ -129,6 +144,9 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
         text += " " + _note(notes, f"{where}: result.json has test = null; the dev value is reported")
     if agg["crashed_logs"]:
         text += " " + _note(notes, f"{where}: crashed seeds, see {', '.join(agg['crashed_logs'])}")
+    if agg["still_improving"]:  # its claims are not decided (runner/stats.py verdict)
+        text += " † " + _note(notes, f"{where}: best epoch was the last (still improving) for seed(s) "
+                                     f"{', '.join(map(str, agg['still_improving']))}")
     return text
 
 
@@ -254,8 +272,8 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             extra += f"\n| {task} | " + " | ".join(cols) + " |"
     if others:
         extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
-                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset); a "
-                  "difference within about one std of 0 is not distinguishable from seed noise at this n.\n\n")
+                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset). "
+                  "The paired tests and verdicts of the paper's claims: claims.md.\n\n")
         extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     write_atomic(out_dir / f"{sweep['name']}.md",
@@ -453,6 +471,16 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
             raise ValueError(f"sweep {name}: key 'kind': expected table, curve, mix_weights or one of "
                              f"{', '.join(PROBE_KINDS)}, found {kind!r}")
         summary["sweeps"][name] = entry
+    from runner.claims import build_claims
+
+    probe_results = {name: (e["probe"].get("result") if e["probe"]["status"] == "ok" else None)
+                     for name, e in summary["sweeps"].items() if "probe" in e}
+    claims = build_claims(sweeps, cells, paper, out_dir, provenance_lines(provenance), probe_results)
+    summary["claims"] = {"files": ["claims.md", "claims.json"],
+                         "verdicts": {c["id"]: c["verdict"] for c in claims}}
+    for entry in summary["sweeps"].values():  # per-example units live in the runs, not in the summary
+        if entry.get("probe", {}).get("result"):
+            entry["probe"]["result"] = {k: v for k, v in entry["probe"]["result"].items() if k != "units"}
     summary.update(extra or {})
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     return summary

@@ -29,7 +29,7 @@ class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
 
-LATER_KNOBS = ("BATCHES_PER_EPOCH",)
+LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class Run:
     def cache_key(self) -> Tuple[str, ...]:
         """Runs with the same task, data and biLM share one activation cache."""
         k = self.knob_dict
-        return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"])
+        return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"],
+                k["ELMO_PRECISION"])
 
     @property
     def uses_elmo(self) -> bool:
@@ -115,8 +116,10 @@ TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
 SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
-                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str}
+                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str,
+                "vectors": dict}
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
+VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/vectors.py
 DEVICES = ("cpu", "cuda")
 _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
 
@@ -224,6 +227,14 @@ def check_profile(profile, path) -> None:
         if not isinstance(spec, dict):
             raise _key_error(where, f"bilm.{stage}", "an object", spec)
         _check_keys(where, spec, BILM_KEYS[stage], f"key of bilm.{stage}", prefix=f"bilm.{stage}.")
+    if "vectors" in profile:
+        _check_keys(where, profile["vectors"], VECTORS_KEYS, "key of vectors", prefix="vectors.")
+        for key, kind in (("out", str), ("train", list), ("dims", list), ("args", list)):
+            if key in profile["vectors"] and not isinstance(profile["vectors"][key], kind):
+                raise _key_error(where, f"vectors.{key}", _JSON_TYPES[kind], profile["vectors"][key])
+        for key in ("out", "train"):
+            if key not in profile["vectors"]:
+                raise _key_error(where, f"vectors.{key}", "present (runner/vectors.py)", "nothing")
     for name, override in profile.get("sweep_overrides", {}).items():
         if name not in profile["sweeps"]:
             raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
@@ -402,9 +413,10 @@ def repo_path(value: str) -> Path:
 
 
 def bilm_outputs(profile: dict) -> List[Path]:
-    """The directories the profile's own biLM stages write (runner/bilm.py)."""
+    """The directories the profile's own stages write: its biLM (runner/bilm.py) and word vectors (runner/vectors.py)."""
     spec = profile.get("bilm") or {}
     outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
+    outs += [profile["vectors"]["out"]] if profile.get("vectors") else []
     fine = spec.get("finetune") or {}
     outs += [fine["out"].format(task=t) for t in fine.get("tasks", [])]
     return [repo_path(o) for o in outs]

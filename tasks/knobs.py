@@ -14,6 +14,7 @@ KNOBS = {
     # ELMo placement: none (the baseline) | input | output | both   (Table 3)
     "ELMO": "none",
     # layer mix: weighted (softmax weights + gamma, lambda penalty) | last_only (top layer, trainable gamma) | average
+    # | token_only (the biLM's token layer only, trainable gamma: the supplement's ELMo_0 ablation)
     "ELMO_MIX": "weighted",
     # lambda of the lambda * sum(w^2) penalty on the mix weights (Sec. 3.2, Table 2)
     "ELMO_LAMBDA": "0.001",
@@ -25,6 +26,8 @@ KNOBS = {
     "ELMO_WEIGHTS": "",
     # directory of cached biLM activations (runner issue); empty = run the biLM
     "ELMO_CACHE": "",
+    # the biLM's matrix products: float32 | bfloat16 (elmo_module/precision.py; the activation cache records it)
+    "ELMO_PRECISION": "float32",
     "SEED": "13370",
     # seeded random subsample of the training set (Figure 1 goes down to 0.001)
     "TRAIN_FRACTION": "1.0",
@@ -34,6 +37,9 @@ KNOBS = {
     "TEST_PATH": "",
     # optional GloVe text file; empty = word embeddings trained from scratch
     "GLOVE_PATH": "",
+    # false: no word embedding at all (a zero-width one), the token representation is ELMo alone: the supplement's
+    # "ELMo without GloVe" ablation (needs ELMO=input or both)
+    "WORD_VECTORS": "true",
     # SST-5 only: true = train on every labelled phrase of the training trees (allennlp-models' BCN configs),
     # false = on whole sentences (about 18x fewer instances; the mini profile's CPU budget). Dev/test: sentences.
     "SST_PHRASES": "true",
@@ -88,9 +94,11 @@ def _empty_or(rule):
 # all the data and is reported as 1.5; NUM_EPOCHS=0 trains nothing). Knobs not listed (paths) take any string.
 RULES = {
     "ELMO": _one_of("none", "input", "output", "both"),
-    "ELMO_MIX": _one_of("weighted", "last_only", "average"),
+    "ELMO_MIX": _one_of("weighted", "last_only", "average", "token_only"),
+    "WORD_VECTORS": _one_of("true", "false"),
     "ELMO_LAMBDA": _number(0, low_open=False),
     "ELMO_LAYER_NORM": _one_of("false", "true"),
+    "ELMO_PRECISION": _one_of("float32", "bfloat16"),
     "SEED": _number(0, low_open=False, integer=True),
     "TRAIN_FRACTION": _number(0, 1),
     "SST_PHRASES": _one_of("true", "false"),

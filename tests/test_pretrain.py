@@ -22,8 +22,9 @@ from allennlp.nn.util import remove_sentence_boundaries
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
 from elmo_module.lm_data import read_corpus, tokenize_simple
-from elmo_module.pretrain import (LmText, LmTrainer, accidental_hits, heldout_perplexity, load_language_model,
-                                  log_uniform_log_prob, log_uniform_sample, softmax_nll)
+from elmo_module.lm_head import (accidental_hits, load_language_model, log_uniform_log_prob, log_uniform_sample,
+                                 softmax_nll)
+from elmo_module.lm_trainer import LmText, LmTrainer, heldout_perplexity
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
 TINY_OPTIONS = {
@@ -405,3 +406,25 @@ def test_resumed_pretraining_killed_between_its_files_leaves_no_perplexity_recor
     assert not (out / "perplexity.json").exists()
     assert subprocess.run(command, cwd=REPO, env=env, capture_output=True).returncode == 0
     assert json.loads((out / "perplexity.json").read_text())["epochs_completed"] == 2
+
+
+def test_a_zero_training_budget_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
+    """--tokens 0 used to write a complete-looking biLM that had never been trained (issue 25)."""
+    data = write_corpus(tmp_path)
+    for budget in (["--tokens", "0"], ["--epochs", "0"], ["--tokens", "80", "--minutes", "0"]):
+        assert pretrain(data, tmp_path / "lm", *budget) == 2
+        error = only_error_line(capsys)
+        assert error.startswith(f"error: {budget[-2]} must be") and error.endswith(f"found {budget[-1]}")
+        assert not (tmp_path / "lm").exists()
+
+
+def test_resume_with_another_vocabulary_size_is_a_one_line_error_naming_both(tmp_path, capsys):
+    """--resume silently kept the checkpoint's vocabulary whatever --vocab-size said (issue 25)."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "80", "--vocab-size", "20") == 0
+    before = (tmp_path / "lm" / "weights.hdf5").read_bytes()
+    assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--vocab-size", "30") == 2
+    error = only_error_line(capsys)
+    assert "--vocab-size 20" in error and "30" in error and "checkpoint.pt" in error
+    assert (tmp_path / "lm" / "weights.hdf5").read_bytes() == before
+    assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--vocab-size", "20") == 0

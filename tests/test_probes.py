@@ -216,6 +216,19 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     assert "| second LSTM layer |" in table and "| 69.0 |" in table  # ours beside the paper's
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert summary["sweeps"]["table5"]["probe"]["status"] == "ok"
+    # per-instance units (issue 22): summed, they give back each layer's F1 on the set the table reports
+    from runner.stats import metric_value
+
+    result = json.loads(next((tmp_path / "runs").glob("probes/table5-*/result.json")).read_text())
+    units = result["units"]["test"]
+    for j, name in enumerate(result["layer_names"]):
+        assert metric_value("wsd_f1", np.sum(units["counts"][name], axis=0)) == pytest.approx(
+            result["sets"][units["set"]]["layers"][j]["F1"])
+    pos = json.loads(next((tmp_path / "runs").glob("probes/table6-*/result.json")).read_text())
+    for name, layer in zip(pos["layer_names"], pos["layers"]):  # per test sentence [correct, tokens]
+        assert metric_value("accuracy", np.sum(pos["units"]["test"]["counts"][name], axis=0)) == pytest.approx(
+            layer["test_accuracy"])
+    assert "**holds**" not in table and "Test: " in table  # the verdict comes with its test
     with pytest.raises(SpecError, match="sweep 'table5' .*: key 'kind': expected one of .*found 'wsdx'"):
         load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
 

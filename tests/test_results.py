@@ -240,7 +240,8 @@ def test_summary_json_has_provenance_and_every_cell(built):
         assert "- **profile**: synthetic\n" in markdown.read_text(), markdown
     # Written by rename: no temporary file is left behind.
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png"])
+        ["summary.json", "table1.md", "table3.md", "figure1.md", "figure1.png", "figure2.md", "figure2.png",
+         "claims.md", "claims.json"])
 
 
 def test_malformed_result_names_the_file(tmp_path):
@@ -281,3 +282,24 @@ def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
         f"1 at commit aaa, finished 2026-11-24 09:00:00 UTC, on {machine}; "
         f"2 at commit bbb, finished 2026-11-25 10:00:00 UTC to 2026-11-25 11:00:00 UTC, on {machine}")
     assert runs_made([None]) == "none finished"
+
+
+def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
+    """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
+    outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (issue 26: results portable)."""
+    from runner.results import portable
+    from tests.conftest import REPO_ROOT
+
+    out, _ = built
+    for path in [out / "summary.json", *out.glob("*.md")]:
+        text = path.read_text()
+        assert str(out.parent) not in text and "/tmp/" not in text, path
+    assert portable(REPO_ROOT / "runs" / "small" / "srl" / "srl-1") == "runs/small/srl/srl-1"
+    assert portable("/elsewhere/runs/srl/srl-1") == "<runs dir>/srl/srl-1"
+    assert portable("runs/x") == "runs/x"
+
+
+def test_progress_lines_round_the_metrics():
+    from runner.__main__ import _rounded
+
+    assert _rounded(0.30999999999999994) == "0.31" and _rounded(0.8765432) == "0.8765" and _rounded(None) is None

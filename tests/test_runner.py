@@ -161,9 +161,14 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert set(summary["bilm"]["finetune"]) == {"ner"}
 
-    third = run()  # everything done: no stage runs again
-    assert third.returncode == 0 and "biLM pretraining: done" in third.stdout
-    assert "biLM fine-tuning on ner: done" in third.stdout
+    third = run()  # every run finished: the biLM is not needed, no stage runs or is even looked at again
+    assert third.returncode == 0 and "biLM pretraining" not in third.stdout, third.stderr[-2000:]
+    assert "biLM fine-tuning" not in third.stdout and "0 to do" in third.stdout
+    assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
+    (tmp_path / "runs" / "ner").rename(tmp_path / "runs-kept")  # runs to do again: the finished stages are reused
+    fourth = run()
+    assert fourth.returncode == 0 and "biLM pretraining: done" in fourth.stdout, fourth.stderr[-2000:]
+    assert "biLM fine-tuning on ner: done" in fourth.stdout
     assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
 
 
@@ -264,12 +269,18 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert all([e["epoch"] for e in c] == [0] and isinstance(e["validation"], float) for c in curves for e in c)
     table = (tmp_path / "results" / "table1.md").read_text()
     assert f"- **runs_made**: 2 at commit {made[0]['git_commit']}, finished " in table
+    # per-example predictions (issue 22): checked against the run's own dev and test F1, archived beside the result
+    records = [json.loads(p.read_text())["predictions"] for p in archived]
+    assert all(r["file"] == "predictions.json.gz" and r["metric"] == "span_f1" and set(r["units"]) == {"dev", "test"}
+               for r in records), records
+    assert len(list((tmp_path / "results" / "runs").glob("ner/*.predictions.json.gz"))) == 2
     shutil.rmtree(tmp_path / "runs")
     second = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
                             capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "restored 2 finished runs" in second.stdout and "2 already finished, 0 to do" in second.stdout
     assert not list((tmp_path / "runs").glob("ner/*/log.txt"))  # nothing trained
+    assert len(list((tmp_path / "runs").glob("ner/*/predictions.json.gz"))) == 2  # restored with the results
     strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall"))]
     assert strip((tmp_path / "results" / "table1.md").read_text()) == strip(table)
     # without the flag nothing is archived (the default profile's results stay tables only)
@@ -412,8 +423,12 @@ def test_every_archived_run_belongs_to_its_profiles_plan():
     changed, a run identity that drifted) would be silently ignored and trained again."""
     from runner.spec import load_profile, load_sweeps
 
+    from runner.probe_runs import plan_probes
+
     for archive in sorted((REPO / "results").glob("*/runs")):
         profile, path = load_profile(archive.parent.name)
-        ids = {r.run_id for r in unique_runs(expand_cells(profile, load_sweeps(profile, path)))}
+        sweeps = load_sweeps(profile, path)
+        ids = {r.run_id for r in unique_runs(expand_cells(profile, sweeps))} | {
+            p.run_id for p in plan_probes(profile, sweeps)}
         stray = sorted(p.name for p in archive.glob("*/*.json") if p.stem not in ids)
         assert not stray, f"{archive}: archived runs not in the profile's plan: {stray}"

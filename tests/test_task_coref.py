@@ -311,6 +311,11 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
     assert evaluated["coref_f1"] == pytest.approx(
         (evaluated["muc_f1"] + evaluated["b3_f1"] + evaluated["ceafe_f1"]) / 3)
     assert evaluated["coref_f1"] == pytest.approx(metrics["test_coref_f1"])
+    # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (issue 22)
+    from runner.execute import keep_predictions
+
+    kept = keep_predictions(run_dir, tmp_path, "coref_f1", metrics)
+    assert kept["metric"] == "conll_coref" and set(kept["units"]) == {"dev", "test"}, kept
 
 
 @pytest.mark.parametrize("placement", ["input", "output", "both"])

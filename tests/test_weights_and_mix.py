@@ -135,16 +135,20 @@ def test_lambda_penalty_and_mix_gradients_match_finite_differences():
     assert mix.gamma.grad is None or mix.gamma.grad.abs().sum() == 0  # gamma is not penalised
 
 
-def test_last_only_uses_top_layer_with_trainable_gamma():
+@pytest.mark.parametrize("mode, layer", [("last_only", 2), ("token_only", 0)])
+def test_one_layer_mixes_use_their_layer_with_trainable_gamma(mode, layer):
+    """last_only: the top layer (Table 2); token_only: the context-independent token layer, the supplement's ELMo_0
+    ablation. Both keep gamma trainable and have no mix weights to penalise."""
     layers, mask = layers_and_mask(1)
-    mix = ScalarMix(3, mode="last_only").double()
+    mix = ScalarMix(3, mode=mode).double()
     assert [n for n, _ in mix.named_parameters()] == ["gamma"]
     with torch.no_grad():
         mix.gamma.fill_(2.5)
     out = mix(layers, mask)
-    torch.testing.assert_close(out, 2.5 * layers[2])
+    torch.testing.assert_close(out, 2.5 * layers[layer])
+    torch.testing.assert_close(mix.normalized_weights(), torch.eye(3)[layer])
     out.sum().backward()
-    torch.testing.assert_close(mix.gamma.grad, layers[2].sum().reshape(1))
+    torch.testing.assert_close(mix.gamma.grad, layers[layer].sum().reshape(1))
     assert mix.penalty() == 0
 
 

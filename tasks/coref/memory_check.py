@@ -1,4 +1,4 @@
-"""Peak CPU memory of one step of coref.jsonnet at SIZE=paper on a synthetic document (the numbers in README.md).
+"""Peak CPU memory of one step of coref.jsonnet at SIZE=paper on a synthetic document (the numbers in tasks/coref/README.md).
 
     python -m tasks.coref.memory_check --max-antecedents 50 --elmo-dim 1024 --sentences 50 --mode train
 

@@ -1,0 +1,332 @@
+"""claims.md and claims.json: every numbered claim of the paper that a profile's sweeps test, with the paper's numbers,
+ours, both paired tests and the verdict (issue 22; the tests and the verdict rule are runner/stats.py's).
+
+A claim is a contrast between cells (sweep, task, column, x): Σ coefficient · cell, which the paper puts above 0
+(or, for "≈", near 0). A claim is listed only when every cell it needs is in the profile, so a sweep absent from a
+profile (Table 7, SRL in Figure 1) is simply not listed. The catalogue:
+- Table 1 (Sec. 4): ELMo > baseline per task; the relative error reduction is reported beside it (not a separate test).
+- Table 2 (Sec. 5.1): each mix > baseline; λ = 1 > last only ("averaging all biLM layers instead of using just the
+  last layer improves F1 another 0.3 %"); λ = 0.001 > λ = 1 ("allowing the task model to learn individual layer
+  weights improves F1 another 0.2 %").
+- Table 3 (Sec. 5.2): the paper's best placement per task > each other placement.
+- Figure 1 (Sec. 5.4): ELMo > baseline at each point; the gain at the smallest training set > the gain at the largest;
+  SRL: ELMo at 1 % ≈ baseline at 10 %.
+- Sec. 5.4, fewer updates: ELMo reaches the baseline's best dev score in fewer epochs (Table 1's runs' curves).
+- Any sweep with claims as data: results/paper_numbers.json <sweep name>.claims ({"text", "better", "worse"}, column
+  labels of the sweep; "cited_as" names the source): the word-vectors ablation (the issue's "Table 7").
+- Tables 5-6 (Sec. 5.3): WSD second layer > first; POS first layer > second (probes: the view over examples only).
+"""
+import gzip
+import json
+import statistics
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from runner import stats
+from runner.execute import PREDICTIONS, load_result
+
+TASK_NAMES = {"squad": "SQuAD", "snli": "SNLI", "srl": "SRL", "coref": "coref", "ner": "NER", "sst": "SST-5"}
+UNITS = {"squad": "questions", "snli": "pairs", "srl": "predicates", "coref": "documents", "ner": "sentences",
+         "sst": "sentences", "pos": "sentences", "wsd": "instances"}
+NO_PREDICTIONS = "no per-example predictions (archived before runs kept them)"
+
+
+def still_improving(result: dict) -> bool:
+    """The run's best epoch was its last: it was still improving when its epochs ran out."""
+    metrics = result.get("metrics") or {}
+    best, last = metrics.get("best_epoch"), metrics.get("epoch")
+    if isinstance(best, int) and isinstance(last, int):
+        return best == last
+    curve = [e.get("validation") for e in result.get("epochs") or []]
+    return bool(curve) and None not in curve and int(np.argmax(curve)) == len(curve) - 1
+
+
+def _percent(value: float) -> float:
+    return 100.0 * value if value <= 1.0 else float(value)
+
+
+class Runs:
+    """The finished runs of a profile, by (sweep, task, column, x) and seed, read once."""
+
+    def __init__(self, cells: list, split_of: Dict[str, str]):
+        self.groups: Dict[tuple, Dict[int, dict]] = {}
+        self.split_of = split_of
+        for cell in cells:
+            result, _ = load_result(Path(cell.run_dir) / "result.json")
+            entry = self.groups.setdefault((cell.sweep, cell.task, cell.column, cell.x), {})
+            if result is None or cell.sweep not in split_of:
+                continue
+            split = split_of[cell.sweep]
+            if result.get(split) is None and split == "test":  # no test set: the dev value, as the tables do
+                split = "dev"
+            value = result.get(split)
+            if isinstance(value, (int, float)):
+                entry[cell.seed] = {"value": _percent(value), "split": split, "result": result,
+                                    "run_dir": Path(cell.run_dir),
+                                    "label": f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "")
+                                             + f" seed {cell.seed}"}
+
+    def has(self, key: tuple) -> bool:
+        return key in self.groups
+
+    def units(self, run: dict, split: str):
+        """(metric, ids, counts) of one run's predictions for `split`, or (None, why, None)."""
+        record = run["result"].get("predictions")
+        if record is None:
+            return None, NO_PREDICTIONS, None
+        if "problem" in record:
+            return None, record["problem"], None
+        if split not in record.get("units", {}):  # only splits checked against the run's own metric are used
+            return None, f"{run['label']}: no checked {split} predictions", None
+        if "cache" not in run:
+            run["cache"] = json.loads(gzip.decompress((run["run_dir"] / PREDICTIONS).read_bytes()))
+        data = run["cache"]["splits"].get(split)
+        if data is None:
+            return None, f"{run['label']}: no {split} predictions", None
+        return run["cache"]["metric"], data["ids"], np.asarray(data["counts"], dtype=float)
+
+
+def _mean(values: list) -> Optional[float]:
+    return statistics.fmean(values) if values else None
+
+
+def evaluate(claim: dict, runs: Runs) -> dict:
+    """Both views and the verdict of one task claim (terms over trained runs)."""
+    terms = [(c, runs.groups[key]) for c, key in claim["terms"]]
+    seeds = sorted(set.intersection(*(set(group) for _, group in terms)))
+    split = runs.split_of[claim["terms"][0][1][0]]
+    means = [_mean([group[s]["value"] for s in seeds]) for _, group in terms]  # the seeds the test pairs
+    diffs = {s: sum(c * group[s]["value"] for c, group in terms) for s in seeds}
+    views = [stats.seed_test(diffs)]
+    views.append(_bootstrap(terms, seeds, split, runs, claim))
+    improving = sorted({group[s]["label"] for _, group in terms for s in seeds if still_improving(group[s]["result"])})
+    return dict(claim, terms=[list(t) for t in claim["terms"]], split=split, means=means, seeds=seeds, views=views,
+                still_improving=improving, **stats.verdict(claim.get("direction", 1), views, ("seeds", "examples"),
+                                                           improving, claim.get("kind", "better")))
+
+
+def _bootstrap(terms, seeds, split, runs: Runs, claim) -> dict:
+    if not seeds:
+        return {"view": "examples", "unavailable": "no seed finished in every cell"}
+    matrices, metric, ids = [], None, None
+    for coefficient, group in terms:
+        seed_matrices = []
+        for s in seeds:
+            m, run_ids, counts = runs.units(group[s], group[s]["split"])
+            if m is None:
+                return {"view": "examples", "unavailable": run_ids}
+            order = {u: i for i, u in enumerate(run_ids)}
+            if ids is None:
+                metric, ids = m, run_ids
+            elif set(order) != set(ids) or m != metric:
+                return {"view": "examples", "unavailable": f"{group[s]['label']}: its {split} units differ"}
+            seed_matrices.append(counts[[order[u] for u in ids]])
+        matrices.append((coefficient, seed_matrices))
+    view = stats.bootstrap_test(metric, matrices)
+    view["units"] = UNITS.get(claim["task"], "units")
+    return view
+
+
+def updates_claim(task: str, runs: Runs) -> Optional[dict]:
+    """Sec. 5.4: epochs ELMo needs to reach the baseline's best dev score, against the baseline's own (Table 1 runs)."""
+    base, elmo = runs.groups.get(("table1", task, "baseline", None)), runs.groups.get(("table1", task, "ELMo", None))
+    if base is None or elmo is None:
+        return None
+    diffs, per_seed, improving, missing = {}, [], [], []
+    for s in sorted(set(base) & set(elmo)):
+        b_curve = [e.get("validation") for e in base[s]["result"].get("epochs") or []]
+        e_curve = [e.get("validation") for e in elmo[s]["result"].get("epochs") or []]
+        if not b_curve or not e_curve or None in b_curve + e_curve:
+            missing.append(f"seed {s}")
+            continue
+        target, b_epochs = max(b_curve), int(np.argmax(b_curve)) + 1
+        if b_epochs == len(b_curve):
+            improving.append(base[s]["label"])
+        # not reached within its epochs: counted as one more than it ran (a lower bound on what it needs)
+        e_epochs = next((i + 1 for i, v in enumerate(e_curve) if v >= target), len(e_curve) + 1)
+        diffs[s] = b_epochs - e_epochs
+        per_seed.append(f"seed {s}: {b_epochs} → {e_epochs}")
+    view = stats.seed_test(diffs)
+    if missing:
+        view = {"view": "seeds", "unavailable": f"no learning curve in result.json for {', '.join(missing)} "
+                                                f"(archived before runs kept their epochs)"}
+    claim = {"id": f"sec5.4.{task}", "section": "Sec. 5.4", "task": task,
+             "text": f"{TASK_NAMES[task]}: ELMo reaches the baseline's best dev score in fewer epochs",
+             "paper": "SRL: the baseline peaks after 486 epochs, ELMo passes that at epoch 10 (98 % fewer updates)",
+             "ours": "epochs, baseline's best → ELMo's to reach it: " + ("; ".join(per_seed) or "—"),
+             "views": [view, {"view": "examples", "unavailable": "a learning curve has no per-example form"}],
+             "still_improving": improving}
+    return dict(claim, **stats.verdict(1, [view], ("seeds",), improving))
+
+
+def probe_claim(sweep: str, result: Optional[dict], paper: dict, better: str, worse: str, what: str) -> dict:
+    """Tables 5-6: one biLM layer against another on the probe's test units (no seeds: the biLM is fixed and the
+    classifier deterministic, so the view over examples is the only one)."""
+    claim = {"id": f"{sweep}.layers", "section": f"Table {sweep[-1]} (Sec. 5.3)", "task": sweep,
+             "text": f"{what}: the {better} beats the {worse}"}
+    rows = paper.get("rows", {})
+    claim["paper"] = (f"{rows.get('biLM, ' + better.split(' LSTM')[0] + ' layer', '—')} vs "
+                      f"{rows.get('biLM, ' + worse.split(' LSTM')[0] + ' layer', '—')}")
+    if result is None:
+        return dict(claim, ours="—", views=[], verdict="not decidable", why="the probe has not run")
+    names = result.get("layer_names", [])
+    if better not in names or worse not in names:
+        return dict(claim, ours="—", views=[], verdict="not decidable", why=f"this biLM has no {better} or {worse}")
+    units = (result.get("units") or {}).get("test")
+    if result["probe"] == "wsd":  # the paper's set (the four test sets together) where the probe scored it
+        from probes.wsd import PAPER_SET_NAME
+
+        sets = result["sets"]
+        main = sets[PAPER_SET_NAME if PAPER_SET_NAME in sets else next(iter(sets))]
+        values = {n: main["layers"][j]["F1"] for j, n in enumerate(names)}
+    else:
+        values = {n: layer["test_accuracy"] for n, layer in zip(names, result["layers"])}
+    claim["ours"] = f"{values[better]:.1f} vs {values[worse]:.1f}"
+    if not units:
+        view = {"view": "examples", "unavailable": NO_PREDICTIONS}
+    else:
+        view = stats.bootstrap_test(units["metric"], [(1, [units["counts"][better]]), (-1, [units["counts"][worse]])])
+        view["units"] = UNITS.get(result["probe"], "units")
+    return dict(claim, views=[view], still_improving=[], **stats.verdict(1, [view], ("examples",)))
+
+
+def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
+    """The task claims this profile's sweeps can test (see the module docstring)."""
+    claims = []
+
+    def add(claim_id, section, task, text, terms, paper_text, **extra):
+        if all(runs.has(key) for _, key in terms):
+            claims.append(dict(id=claim_id, section=section, task=task, text=text, terms=terms, paper=paper_text,
+                               **extra))
+
+    by_name = {s["name"]: s for s in sweeps}
+    p1, p2, p3 = paper.get("table1", {}), paper.get("table2", {}), paper.get("table3", {})
+    for task in by_name.get("table1", {}).get("tasks", []):
+        b, e = p1.get("baseline", {}).get(task), p1.get("ELMo", {}).get(task)
+        paper_text = f"{b} → {e} ({e - b:+.1f}, relative error reduction {100 * (e - b) / (100 - b):.1f} %)" \
+            if isinstance(b, (int, float)) and isinstance(e, (int, float)) else "—"
+        add(f"table1.{task}", "Table 1 (Sec. 4)", task, f"ELMo improves {TASK_NAMES[task]} over the baseline",
+            [(1, ("table1", task, "ELMo", None)), (-1, ("table1", task, "baseline", None))], paper_text, rer=True)
+    pairs2 = [("last_only", "baseline", "using the top layer only beats the baseline"),
+              ("lambda=1", "baseline", "all layers (λ = 1) beat the baseline"),
+              ("lambda=0.001", "baseline", "all layers (λ = 0.001) beat the baseline"),
+              ("lambda=1", "last_only", "averaging all layers (λ = 1) beats the top layer only"),
+              ("lambda=0.001", "lambda=1", "learnt layer weights (λ = 0.001) beat near-averaging (λ = 1)")]
+    for task in by_name.get("table2", {}).get("tasks", []):
+        for better, worse, text in pairs2:
+            pb, pw = p2.get(better, {}).get(task), p2.get(worse, {}).get(task)
+            add(f"table2.{task}.{better}>{worse}", "Table 2 (Sec. 5.1)", task, f"{TASK_NAMES[task]}: {text}",
+                [(1, ("table2", task, better, None)), (-1, ("table2", task, worse, None))],
+                f"{pb} vs {pw}" if pb is not None else "—")
+    for task in by_name.get("table3", {}).get("tasks", []):
+        placements = {k: v[task] for k, v in p3.items() if isinstance(v, dict) and task in v}
+        if not placements:
+            continue
+        best = max(placements, key=placements.get)
+        for other in (p for p in placements if p != best):
+            add(f"table3.{task}.{best}>{other}", "Table 3 (Sec. 5.2)", task,
+                f"{TASK_NAMES[task]}: ELMo at the {best} beats the {other}",
+                [(1, ("table3", task, best, None)), (-1, ("table3", task, other, None))],
+                f"{placements[best]} vs {placements[other]}")
+    figure = by_name.get("figure1")
+    if figure:
+        xs, full = figure["x"]["values"], figure["x"].get("full_percent", 100)
+        percent = {x: full * float(x) for x in xs}
+        for task in figure["tasks"]:
+            for x in xs:
+                add(f"figure1.{task}.{x}", "Figure 1 (Sec. 5.4)", task,
+                    f"{TASK_NAMES[task]}: ELMo beats the baseline at {percent[x]:.2g} % of the training set",
+                    [(1, ("figure1", task, "ELMo", x)), (-1, ("figure1", task, "baseline", x))], "(plot only)")
+            small, large = min(xs, key=float), max(xs, key=float)
+            if small != large:
+                add(f"figure1.{task}.smaller_data_larger_gain", "Figure 1 (Sec. 5.4)", task,
+                    f"{TASK_NAMES[task]}: the gain is larger at {percent[small]:.2g} % than at {percent[large]:.2g} %",
+                    [(1, ("figure1", task, "ELMo", small)), (-1, ("figure1", task, "baseline", small)),
+                     (-1, ("figure1", task, "ELMo", large)), (1, ("figure1", task, "baseline", large))],
+                    "(plot only) gains shrink as the training set grows")
+            one = next((x for x in xs if abs(percent[x] - 1) < 1e-9), None)
+            ten = next((x for x in xs if abs(percent[x] - 10) < 1e-9), None)
+            if task == "srl" and one and ten:
+                add("figure1.srl.1%elmo≈10%baseline", "Figure 1 (Sec. 5.4)", task,
+                    "SRL: ELMo at 1 % of the training set ≈ the baseline at 10 %",
+                    [(1, ("figure1", task, "ELMo", one)), (-1, ("figure1", task, "baseline", ten))],
+                    "about the same F1 (text of Sec. 5.4)", kind="equivalent")
+    for name in by_name:  # a sweep whose claims are data: paper_numbers.json <sweep>.claims (the word-vectors ablation)
+        where = paper.get(name, {}).get("cited_as", name)
+        for spec in paper.get(name, {}).get("claims", []):
+            for task in by_name[name]["tasks"]:
+                add(f"{name}.{task}.{spec['better']}>{spec['worse']}", where, task, f"{TASK_NAMES[task]}: {spec['text']}",
+                    [(1, (name, task, spec["better"], None)), (-1, (name, task, spec["worse"], None))],
+                    spec.get("paper", "—"))
+    return claims
+
+
+def view_text(view: dict) -> str:
+    """One view in a cell: the test, n, the difference with its 95 % interval, p (or why it is missing)."""
+    if view.get("p") is None:
+        return "— " + view.get("unavailable", "not computed")
+    test = (f"bootstrap, {view['n']:,} {view.get('units', 'units')}" if view["view"] == "examples"
+            else f"t-test, {view['n']} seeds")
+    return f"{test}: {view['diff']:+.2f} [{view['ci'][0]:+.2f}, {view['ci'][1]:+.2f}], p = {view['p']:.2g}"
+
+
+def _ours(claim: dict) -> str:
+    if "ours" in claim:
+        return claim["ours"]
+    means = claim["means"]
+    if any(m is None for m in means):
+        return "missing runs"
+    text = " vs ".join(f"{m:.1f}" for m in means)
+    if len(means) == 4:  # a difference of gains (Figure 1): (ELMo − baseline) at one size against another
+        text = f"gain {means[0] - means[1]:+.1f} vs {means[2] - means[3]:+.1f}"
+    if claim.get("rer") and len(means) == 2 and means[1] < 100:
+        text = (f"{means[1]:.1f} → {means[0]:.1f} ({means[0] - means[1]:+.1f}, relative error reduction "
+                f"{100 * (means[0] - means[1]) / (100 - means[1]):.1f} %)")
+    return text + f" ({claim['split']}, mean of {len(claim['seeds'])} seed(s) in both)"
+
+
+def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, provenance_lines: List[str],
+                 probe_results: Dict[str, Optional[dict]]) -> List[dict]:
+    """Writes claims.md and claims.json; returns the claims."""
+    from runner.results import write_atomic
+
+    split_of = {s["name"]: s.get("split") for s in sweeps if s.get("split") in ("dev", "test")}
+    runs = Runs(cells, split_of)
+    claims = [evaluate(c, runs) for c in catalogue(sweeps, paper, runs)]
+    if "table1" in split_of:
+        claims += [c for c in (updates_claim(t, runs) for t in next(s for s in sweeps if s["name"] == "table1")["tasks"])
+                   if c]
+    probes = {"table5": ("second LSTM layer", "first LSTM layer", "WSD"),
+              "table6": ("first LSTM layer", "second LSTM layer", "POS tagging")}
+    for sweep, result in probe_results.items():
+        if sweep in probes:
+            claims.append(probe_claim(sweep, result, paper.get(sweep, {}), *probes[sweep]))
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("supports", "contradicts", "not decidable")}
+    lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
+        "", f"{len(claims)} claims: **{counts['supports']} supported, {counts['contradicts']} contradicted, "
+            f"{counts['not decidable']} not decidable at this scale** (no correction for the number of claims).",
+        "", "Verdict rule (runner/stats.py, after Berg-Kirkpatrick et al. 2012 and Dror et al. 2018): *supports* when "
+            "the difference has the paper's direction and every required view gives p < 0.05 (trained models: both "
+            "the paired t-test over seeds and the paired bootstrap over examples, which recomputes the task's metric "
+            "on each resample; probes: the bootstrap alone); *contradicts*, the opposite direction by the same "
+            "standard; otherwise *not decidable*, which includes a missing view and any run whose best epoch was its "
+            "last (still improving). Over seeds: paired t-test, df = seeds − 1 (with 3 seeds p < 0.05 needs a mean "
+            "difference about 2.5 times the std of the per-seed differences). Over examples: paired bootstrap, "
+            f"{stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged, needs {stats.MIN_UNITS} units. Differences in metric "
+            "points (%), 95 % intervals in brackets.", "",
+        "| claim | paper | ours | over seeds | over examples | verdict |", "|---|---|---|---|---|---|"]
+    notes = []
+    for claim in claims:
+        views = {v["view"]: v for v in claim["views"]}
+        verdict = f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim["verdict"] == "not decidable" else "")
+        lines.append(f"| {claim['section']}: {claim['text']} | {claim['paper']} | {_ours(claim)} | "
+                     f"{view_text(views['seeds']) if 'seeds' in views else '— no seeds (one fixed biLM)'} | "
+                     f"{view_text(views['examples']) if 'examples' in views else '—'} | {verdict} |")
+        if claim.get("still_improving"):
+            notes.append(f"- {claim['id']}: best epoch was the last for " + ", ".join(claim["still_improving"]))
+    lines += (["", "Runs still improving at their last epoch (their claims are not decided):", ""] + notes) if notes else []
+    write_atomic(out_dir / "claims.md", "\n".join(lines) + "\n")
+    write_atomic(out_dir / "claims.json", json.dumps({"claims": claims}, indent=1, default=str) + "\n")
+    return claims

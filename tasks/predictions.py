@@ -1,0 +1,157 @@
+"""Per-example predictions of a finished training, kept so that significance can be computed after the fact (issue 22).
+
+The trainer callback ``unit_predictions`` runs, after training, the best epoch's model (allennlp restores it before
+``on_end``) once over the dev and once over the test file, read in file order by the run's own validation reader
+(``config.json`` of the serialization dir), and writes ``unit_predictions.json.gz``: per split, the units the
+task's metric is computed over (pairs, sentences, questions), each with its id (position in the file: the dev and
+test files are the same for every run of a profile, their checksums are recorded), the predicted and gold
+label / spans / answer, and the counts the metric is recomputed from (``runner/stats.py`` METRICS). The runner
+(``runner/execute.py``) checks that the counts give back the metric allennlp reported before keeping the file.
+
+A model type without an extractor writes nothing; its runs report "no per-example predictions".
+"""
+import gzip
+import json
+import os
+import time
+from typing import Any, Dict, List
+
+import torch
+from allennlp.common import Params
+from allennlp.data import Batch, DatasetReader
+from allennlp.data.dataset_readers.dataset_utils import span_utils
+from allennlp.nn import util as nn_util
+from allennlp.training.callbacks import TrainerCallback
+
+BATCH = 32
+
+
+def _accuracy_units(model, output, instances) -> List[dict]:
+    logits = output.get("label_logits", output.get("logits"))
+    predicted = logits.argmax(-1).tolist()
+    units = []
+    for p, instance in zip(predicted, instances):
+        pred, gold = model.vocab.get_token_from_index(p, "labels"), instance.fields["label"].label
+        units.append({"pred": pred, "gold": gold, "counts": [int(pred == gold), 1]})
+    return units
+
+
+SPANS = {"IOB1": span_utils.iob1_tags_to_spans, "BIO": span_utils.bio_tags_to_spans,
+         "BIOUL": span_utils.bioul_tags_to_spans}
+
+
+def _span_units(model, output, instances) -> List[dict]:
+    """conlleval's counts per sentence: spans as (label, start, end), as allennlp's SpanBasedF1Measure compares."""
+    to_spans = SPANS[model.label_encoding]
+    units = []
+    for tags, instance in zip(output["tags"], instances):
+        pred_tags = [model.vocab.get_token_from_index(t, "labels") for t in tags]
+        gold_tags = list(instance.fields["tags"].labels)
+        pred = {(label, start, end) for label, (start, end) in to_spans(pred_tags)}
+        gold = {(label, start, end) for label, (start, end) in to_spans(gold_tags)}
+        units.append({"pred": sorted(pred), "gold": sorted(gold),
+                      "counts": [len(pred & gold), len(pred - gold), len(gold - pred)]})
+    return units
+
+
+def _squad_units(model, output, instances) -> List[dict]:
+    from tasks.squad.squad_v11_eval import f1_score, max_over_ground_truths
+
+    units = []
+    for answer, instance in zip(output["best_span_str"], instances):
+        gold = instance.fields["metadata"].metadata["answer_texts"]
+        units.append({"id": instance.fields["metadata"].metadata.get("id"), "pred": answer, "gold": gold,
+                      "counts": [max_over_ground_truths(f1_score, answer, gold), 1]})
+    return units
+
+
+def _srl_units(model, output, instances) -> List[dict]:
+    """Per predicate, srl-eval.pl's counts as allennlp's SrlEvalScorer feeds it: BIO arguments (the verb "V" left
+    out, ignore_classes), after the model's own BIO-constrained Viterbi decoding."""
+    tags = model.make_output_human_readable(output)["tags"]
+    units = []
+    for pred_tags, instance in zip(tags, instances):
+        gold_tags = list(instance.fields["tags"].labels)
+        pred = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(pred_tags, classes_to_ignore=["V"])}
+        gold = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(gold_tags, classes_to_ignore=["V"])}
+        units.append({"pred": sorted(pred), "gold": sorted(gold),
+                      "counts": [len(pred & gold), len(pred - gold), len(gold - pred)]})
+    return units
+
+
+def _coref_units(model, output, instances) -> List[dict]:
+    """Per document, the MUC, B3 and CEAF-e precision and recall numerators and denominators, from a fresh copy of
+    the model's own ConllCorefScores fed that document alone (the corpus score sums them over documents)."""
+    from allennlp_models.coref.metrics.conll_coref_scores import ConllCorefScores
+
+    units = []
+    for i, instance in enumerate(instances):
+        scores = ConllCorefScores(allow_singletons=model._conll_coref_scores.allow_singletons)
+        metadata = instance.fields["metadata"].metadata
+        scores(output["top_spans"][i:i + 1], output["antecedent_indices"][i:i + 1],
+               output["predicted_antecedents"][i:i + 1], [metadata])
+        counts = [c for scorer in scores.scorers for c in (scorer.precision_numerator, scorer.precision_denominator,
+                                                           scorer.recall_numerator, scorer.recall_denominator)]
+        units.append({"pred": None, "gold": [list(map(list, c)) for c in metadata["clusters"]],
+                      "counts": [float(c) for c in counts]})
+    return units
+
+
+# model type (config.json) -> (the metric of runner/stats.py METRICS the units' counts give, extractor)
+EXTRACTORS = {"esim_sized": ("accuracy", _accuracy_units), "esim": ("accuracy", _accuracy_units),
+              "bcn_sized": ("accuracy", _accuracy_units), "bcn": ("accuracy", _accuracy_units),
+              "crf_tagger": ("span_f1", _span_units), "bidaf_self_attention": ("mean", _squad_units),
+              "srl": ("span_f1", _srl_units), "coref_sized": ("conll_coref", _coref_units),
+              "coref": ("conll_coref", _coref_units)}
+
+
+def predict_units(model, reader: DatasetReader, path: str, extract) -> List[dict]:
+    """The units of one file, in file order, ids = position (or the data's own id where it has one)."""
+    instances = list(reader.read(path))
+    device = next(model.parameters()).device
+    units = []
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(instances), BATCH):
+                chunk = instances[start:start + BATCH]
+                batch = Batch(chunk)
+                batch.index_instances(model.vocab)
+                output = model(**nn_util.move_to_device(batch.as_tensor_dict(), device))
+                for i, unit in enumerate(extract(model, output, chunk), start):
+                    unit["id"] = str(unit.get("id") or i)
+                    units.append(unit)
+    finally:  # these passes must not count in the test evaluation that follows, even when one fails
+        model.get_metrics(reset=True)
+    return units
+
+
+@TrainerCallback.register("unit_predictions")
+class UnitPredictionsCallback(TrainerCallback):
+    def on_end(self, trainer, metrics: Dict[str, Any] = None, epoch: int = None, is_primary: bool = True,
+               **kwargs) -> None:
+        if not is_primary or metrics is None:  # a failed training writes nothing
+            return
+        try:
+            self._write(trainer.model)
+        except Exception as e:  # the training itself succeeded: keep it, and say why its predictions are missing
+            with open(os.path.join(self.serialization_dir, "unit_predictions.error"), "w") as f:
+                f.write(f"{type(e).__name__}: {e}"[:500])
+
+    def _write(self, model) -> None:
+        config = json.loads(open(os.path.join(self.serialization_dir, "config.json")).read())
+        metric, extract = EXTRACTORS.get(config["model"]["type"], (None, None))
+        if extract is None:
+            return
+        started = time.time()
+        reader = DatasetReader.from_params(Params(config.get("validation_dataset_reader") or config["dataset_reader"]))
+        splits = {}
+        for split, key in (("dev", "validation_data_path"), ("test", "test_data_path")):
+            if config.get(key):
+                units = predict_units(model, reader, config[key], extract)
+                splits[split] = {"ids": [u["id"] for u in units], "counts": [u["counts"] for u in units],
+                                 "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
+        path = os.path.join(self.serialization_dir, "unit_predictions.json.gz")
+        with gzip.open(path + ".partial", "wt") as f:
+            json.dump({"format": 1, "metric": metric, "splits": splits, "seconds": round(time.time() - started, 2)}, f)
+        os.replace(path + ".partial", path)
