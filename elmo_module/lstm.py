@@ -207,7 +207,7 @@ class ProjectedLstmLayer(nn.Module):
         bias = self.bias + self.forget_bias
 
         def input_part(name, x):  # x (positions, in) -> the input part of the gates, (4C, N) or (N, 4C)
-            if packed is not None and packed.input is not None:  # bfloat16: the bias is added in float32 in the GEMM
+            if packed is not None and packed.input is not None:  # bfloat16 (its float32 bias goes to the GEMM as is)
                 return torch.ops.mkldnn._linear_pointwise(x.to(packed.dtype), packed.input, bias, "none", [], "")
             out = _scratch(self, name, gates_shape(x.size(0)), x, bias, self.input_weight)
             if packed is None:

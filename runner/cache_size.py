@@ -3,7 +3,7 @@ tokens its readers give (repeats included), the distinct sentences and tokens st
 bytes per token read (docs/speed.md, "The activation cache"). ``--dtype float32`` builds the float32 variant that
 page compares against.
 
-    python -m runner.cache_size --profile mini --task ner --cache-dir /tmp/cache [--dtype float32]
+    python -m runner.cache_size --profile mini --task ner --cache-dir /tmp/cache [--dtype float32] [--precision bfloat16]
 """
 import argparse
 import json
@@ -19,16 +19,20 @@ def main(argv=None) -> int:
     parser.add_argument("--task", required=True)
     parser.add_argument("--cache-dir", required=True)
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], help="the knob ELMO_PRECISION (default: the "
+                        "profile's): the biLM's matrix products while building")
     args = parser.parse_args(argv)
     profile, _ = load_profile(args.profile)
-    knobs = run_knobs(profile, args.task, {}, f"profile '{profile['name']}'")
+    settings = {"ELMO_PRECISION": args.precision} if args.precision else {}
+    knobs = run_knobs(profile, args.task, settings, f"profile '{profile['name']}'")
     directory = ensure_cache(args.task, knobs, Path(args.cache_dir), args.dtype)
     params = _task_params(args.task, knobs)
     sentences = _read_sentences(params, [k for k in _SPLITS.values() if params.get(k)])
     meta = json.loads((directory / "meta.json").read_text())
     size = sum(f.stat().st_size for f in directory.iterdir())
     read = sum(len(s) for s in sentences)
-    report = {"task": args.task, "directory": str(directory), "dtype": meta["dtype"], "layers": meta["layers"],
+    report = {"task": args.task, "directory": str(directory), "dtype": meta["dtype"],
+              "precision": meta.get("precision", "float32"), "layers": meta["layers"],
               "dim": meta["dim"], "sentences_read": len(sentences), "tokens_read": read,
               "sentences_stored": meta["sentences"], "tokens_stored": meta["tokens"], "bytes": size,
               "bytes_per_token_read": round(size / read, 1), "bytes_per_token_stored": round(size / meta["tokens"], 1)}

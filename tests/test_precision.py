@@ -214,3 +214,20 @@ def test_cache_key_and_run_identity_follow_the_precision_knob():
     assert default.run_id == without.run_id  # runs archived before the knob keep their identity
     assert knob_problems({"ELMO_PRECISION": "float16"}) == [
         "knob ELMO_PRECISION = 'float16': expected float32 | bfloat16"]
+
+
+def test_embed_in_bfloat16_writes_float32_vectors_close_to_float32s(tmp_path, capsys):
+    from elmo_module.__main__ import main
+    import h5py
+
+    options, weights = write_random_elmo(tmp_path)
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
+    for precision in ("float32", "bfloat16"):
+        assert main(["embed", "--options", str(options), "--weights", str(weights), "--input", str(source),
+                     "--output", str(tmp_path / f"{precision}.hdf5"), "--precision", precision]) == 0
+    assert capsys.readouterr().out.count(", bfloat16") == 1  # the device line says so
+    with h5py.File(tmp_path / "float32.hdf5") as full, h5py.File(tmp_path / "bfloat16.hdf5") as low:
+        for k in range(len(SENTENCES)):
+            a, b = torch.from_numpy(full[str(k)][...]), torch.from_numpy(low[str(k)][...])
+            assert b.dtype == torch.float32 and 1e-4 < float((a - b).abs().max()) < BF16_ATOL
