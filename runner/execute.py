@@ -110,15 +110,21 @@ def hardware() -> str:
     return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, torch {torch.__version__}"
 
 
-def git_commit() -> str:
-    """HEAD's short hash, with "+changes" when tracked code differs from it (results/ excluded: the runner itself
-    writes there while it works)."""
+CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")
+
+
+def git_commit(repo: Path = REPO) -> str:
+    """HEAD's short hash, with "+changes" when the code differs from it: a tracked file changed (results/ excluded:
+    the runner itself writes there while it works) or a file git does not know yet (and does not ignore) in a code
+    folder, e.g. a new module under tasks/ that a config imports (issue 25: it was not flagged)."""
     try:
-        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
+        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=repo, text=True,
                                          stderr=subprocess.DEVNULL).strip()
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!results"], cwd=REPO,
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!results"], cwd=repo,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
-        return commit + ("+changes" if changed else "")
+        untracked = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--", *CODE_DIRS],
+                                            cwd=repo, text=True, stderr=subprocess.DEVNULL).strip()
+        return commit + ("+changes" if changed or untracked else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

@@ -303,3 +303,25 @@ def test_progress_lines_round_the_metrics():
     from runner.__main__ import _rounded
 
     assert _rounded(0.30999999999999994) == "0.31" and _rounded(0.8765432) == "0.8765" and _rounded(None) is None
+
+
+def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
+    """A run's `made` commit gets "+changes" for a new module git does not know yet under tasks/ (a config may import
+    it), as for a changed tracked file; untracked files outside the code folders do not count (issue 25)."""
+    import subprocess
+
+    from runner.execute import git_commit
+
+    git = lambda *args: subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "knobs.py").write_text("KNOBS = {}\n")
+    git("init", "-q")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x", "--allow-empty")
+    git("add", "tasks/knobs.py")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "y")
+    clean = git_commit(tmp_path)
+    assert clean and "+" not in clean and clean != "unknown"
+    (tmp_path / "notes.txt").write_text("not code\n")
+    assert git_commit(tmp_path) == clean
+    (tmp_path / "tasks" / "new_reader.py").write_text("# imported by a config\n")
+    assert git_commit(tmp_path) == clean + "+changes"
