@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Optional
 
-from runner.execute import PREDICTIONS, git_commit, hardware, load_result, write_json
+from runner.execute import PREDICTIONS, git_commit, hardware, load_result, repo_relative, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -284,6 +284,10 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
     from runner.results import build_results, runs_made
 
     profile, runs, run_dir, probes, results_dir = plan.profile, plan.runs, plan.run_dir, plan.probes, plan.results_dir
+    if profile.get("archive_runs"):  # committed records name no absolute path of this machine (issue 26)
+        from runner.execute import make_portable
+
+        make_portable(results_dir)
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     provenance = {
         "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(argv or sys.argv[1:])]),
@@ -388,7 +392,7 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
                 target = archive_dir / directory.parent.name / f"{directory.name}.{PREDICTIONS}"
                 shutil.copyfile(directory / PREDICTIONS, target.with_name(target.name + ".partial"))
                 os.replace(target.with_name(target.name + ".partial"), target)
-            write_json(archive_dir / directory.parent.name / f"{directory.name}.json", result)
+            write_json(archive_dir / directory.parent.name / f"{directory.name}.json", repo_relative(result))
 
     for run in runs:  # finished before this profile archived, or by --baselines-only
         if not (archive_dir / run_dir[run].parent.name / f"{run.run_id}.json").is_file():

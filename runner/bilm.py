@@ -232,7 +232,9 @@ def bilm_report(profile: dict, archive: Optional[Path] = None) -> Optional[dict]
         if (target / "perplexity.json").is_file():
             report["finetune"][task] = {"out": fine["out"].format(task=task), "stages": _stages(target),
                                         "perplexity": json.loads((target / "perplexity.json").read_text())}
-    return report
+    from runner.execute import repo_relative
+
+    return repo_relative(report)  # bilm.md and summary.json name no absolute path of this machine
 
 
 def bilm_markdown(report: dict, provenance_lines: List[str]) -> str:

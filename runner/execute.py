@@ -13,6 +13,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,40 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 def _die_with_parent():  # a killed runner must not leave trainings behind that write into run directories
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+# an absolute path up to one of a checkout's own folders: /work/wt/x/runs/p/... -> runs/p/...
+_OTHER_CHECKOUT = re.compile(r"(?<![\w.~-])/(?:[^\s\"'/]+/)+?(?=(?:runs|artifacts|\.venv|cache|tasks|elmo_module)/)")
+
+
+def repo_relative(data):
+    """``data`` (a JSON value) with this checkout's absolute path taken out of every string: what is committed under
+    results/ names files relative to the repository, never the machine that made them (issue 26)."""
+    prefix = f"{REPO}{os.sep}"
+    if isinstance(data, str):  # this checkout's path, then any other checkout's (records made elsewhere)
+        return _OTHER_CHECKOUT.sub("", data.replace(prefix, ""))
+    if isinstance(data, dict):
+        return {repo_relative(k): repo_relative(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [repo_relative(v) for v in data]
+    return data
+
+
+def make_portable(results_dir: Path) -> int:
+    """Rewrite the archived records of a multi-session profile (runs/, bilm/, vectors/ under ``results_dir``) whose
+    strings still hold this checkout's absolute path (records archived before they were written portable). Returns
+    how many files changed."""
+    changed = 0
+    for path in sorted(p for sub in ("runs", "bilm", "vectors") for p in (results_dir / sub).rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a broken record is reported where it is read
+        portable = repo_relative(data)
+        if portable != data:
+            write_json(path, portable)
+            changed += 1
+    return changed
 
 
 def write_json(path: Path, data) -> None:

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
-from runner.execute import load_result  # noqa: E402
+from runner.execute import load_result, repo_relative  # noqa: E402
 from runner.spec import PROBE_KINDS, REPO, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
@@ -482,5 +482,5 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
         if entry.get("probe", {}).get("result"):
             entry["probe"]["result"] = {k: v for k, v in entry["probe"]["result"].items() if k != "units"}
     summary.update(extra or {})
-    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
+    write_atomic(out_dir / "summary.json", json.dumps(repo_relative(json.loads(json.dumps(summary, default=str))), indent=1) + "\n")
     return summary

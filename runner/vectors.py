@@ -138,6 +138,7 @@ def train(args) -> dict:
                                          "train_s": round(time.time() - began, 1),
                                          **quality(model.wv, lowercase)}
         os.remove(corpus["path"])  # the tokenized text is large and cheap to make again
+        corpus["path"] = Path(corpus["path"]).name  # records name no absolute path of this machine
     record["wall_time_s"] = round(time.time() - started, 1)
     record["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     partial = out / (RECORD + ".partial")
@@ -249,6 +250,12 @@ def archive_vectors(profile: dict, archive: Path) -> None:
             archive.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / name, archive / (name + ".partial"))
             os.replace(archive / (name + ".partial"), archive / name)
+    record = archive / RECORD
+    if record.is_file():  # committed: the tokenized text's path by name only (records made before it was so)
+        data = json.loads(record.read_text())
+        for corpus in data.get("corpus", {}).values():
+            corpus["path"] = Path(corpus.get("path", "")).name
+        record.write_text(json.dumps(data, indent=2))
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
@@ -261,7 +268,9 @@ def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> Non
         archive_vectors(profile, results_dir / "vectors")
     for path in (repo_path(out) / RECORD, results_dir / "vectors" / RECORD):
         if path.is_file():
-            text = vectors_markdown(json.loads(path.read_text()), out, provenance)
+            from runner.execute import repo_relative
+
+            text = vectors_markdown(repo_relative(json.loads(path.read_text())), out, provenance)
             results_dir.mkdir(parents=True, exist_ok=True)
             (results_dir / "vectors.md.partial").write_text(text)
             os.replace(results_dir / "vectors.md.partial", results_dir / "vectors.md")

@@ -325,3 +325,23 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
     assert git_commit(tmp_path) == clean
     (tmp_path / "tasks" / "new_reader.py").write_text("# imported by a config\n")
     assert git_commit(tmp_path) == clean + "+changes"
+
+
+def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_path):
+    """A multi-session profile's archive (runs/, bilm/, vectors/) is committed: its records keep no absolute path of
+    the checkout that made them (issue 26); records archived before are rewritten by the next results build."""
+    from runner.execute import make_portable, repo_relative
+    from tests.conftest import REPO_ROOT
+
+    record = {"log": f"{REPO_ROOT}/runs/small/srl/srl-1/log.txt", "command": f"{REPO_ROOT}/.venv/bin/python -m x --out "
+              f"{REPO_ROOT}/artifacts/small/bilm", "data": "../shared/data/a.txt", "dev": 0.5}
+    assert repo_relative(record) == {"log": "runs/small/srl/srl-1/log.txt", "dev": 0.5, "data": "../shared/data/a.txt",
+                                     "command": ".venv/bin/python -m x --out artifacts/small/bilm"}
+    (tmp_path / "runs" / "srl").mkdir(parents=True)
+    (tmp_path / "bilm" / "bilm").mkdir(parents=True)
+    (tmp_path / "runs" / "srl" / "srl-1.json").write_text(json.dumps(record))
+    (tmp_path / "bilm" / "bilm" / "stages.json").write_text(json.dumps([record]))
+    (tmp_path / "bilm" / "bilm" / "options.json").write_text(json.dumps({"lstm": {"dim": 8}}))
+    assert make_portable(tmp_path) == 2 and make_portable(tmp_path) == 0
+    for path in tmp_path.rglob("*.json"):
+        assert str(REPO_ROOT) not in path.read_text(), path
