@@ -256,6 +256,9 @@ def archive_vectors(profile: dict, archive: Path) -> None:
         for corpus in data.get("corpus", {}).values():
             corpus["path"] = Path(corpus.get("path", "")).name
         record.write_text(json.dumps(data, indent=2))
+    from runner.execute import make_portable
+
+    make_portable(archive.parent)  # the stage's commands name no absolute checkout path either
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
@@ -295,8 +298,10 @@ def vectors_markdown(record: dict, out: str, provenance: List[str]) -> str:
         lines.append(f"| `{f['path']}` | {glove.get(dim, '-')} | {f['vocabulary']:,} | {_score(f['wordsim353']['spearman'])} | "
                      f"{_score(f['simlex999']['spearman'])} | {_score(f['google_analogy_accuracy'], 100, ' %')} | "
                      f"{f['train_s'] / 60:.1f} min |")
-    lines += ["", "For scale, GloVe 6B.300d (6 billion tokens) scores about 0.6 on WordSim-353 and 0.37 on SimLex-999 "
-              "(Pennington et al. 2014; Hill et al. 2015): ours see ~20M tokens.", "", "Nearest neighbours (cosine):", ""]
+    lines += ["", "The GloVe files they stand in for were trained on 6 (6B) and 840 (840B) billion tokens; these on the "
+              "~20M above. Word pairs and analogies: the copies of WordSim-353, SimLex-999 and Mikolov et al.'s "
+              "analogy set that gensim ships for its tests (Spearman ρ over the pairs both words of which are in "
+              "the vocabulary).", "", "Nearest neighbours (cosine):", ""]
     for dim, f in record["files"].items():
         for word, near in f["neighbours"].items():
             lines.append(f"- {dim}-d `{word}`: {', '.join(near)}")
