@@ -250,15 +250,9 @@ def archive_vectors(profile: dict, archive: Path) -> None:
             archive.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / name, archive / (name + ".partial"))
             os.replace(archive / (name + ".partial"), archive / name)
-    record = archive / RECORD
-    if record.is_file():  # committed: the tokenized text's path by name only (records made before it was so)
-        data = json.loads(record.read_text())
-        for corpus in data.get("corpus", {}).values():
-            corpus["path"] = Path(corpus.get("path", "")).name
-        record.write_text(json.dumps(data, indent=2))
     from runner.execute import make_portable
 
-    make_portable(archive.parent)  # the stage's commands name no absolute checkout path either
+    make_portable(archive.parent)  # the records name no absolute checkout path (the shared mechanism, runner/execute.py)
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
