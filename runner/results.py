@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result, repo_relative  # noqa: E402
-from runner.spec import PROBE_KINDS, REPO, Cell  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, REPO, Cell, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 SECOND_METRIC = {"squad": "em"}  # shown beside the task's metric (SQuAD: F1, and EM beside it; official v1.1 script)
@@ -220,8 +220,9 @@ def _markdown(title: str, provenance: dict, header: list, rows: list, notes: lis
 
 def _groups(sweep: dict, cells: list) -> dict:
     """(task, column, x) -> that cell's planned runs, in the sweep's task/column/x order."""
-    xs = sweep["x"]["values"] if sweep["kind"] == "curve" else [None]
-    groups = {(t, c["label"], x): [] for t in sweep["tasks"] for c in sweep["columns"] for x in xs}
+    def xs(task):
+        return x_axis(sweep, task)["values"] if sweep["kind"] == "curve" else [None]
+    groups = {(t, c["label"], x): [] for t in sweep["tasks"] for c in sweep["columns"] for x in xs(t)}
     for cell in cells:
         groups.setdefault((cell.task, cell.column, cell.x), []).append(cell)
     return groups
@@ -312,16 +313,18 @@ def _percent_text(x: str, percent: float, full: float) -> str:
 
 def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance: dict) -> tuple:
     """Figure 1: metric vs % of the training set (log x), one panel per task, one line per column."""
-    split, labels, notes, xs = sweep["split"], [c["label"] for c in sweep["columns"]], [], sweep["x"]["values"]
-    # the knob is a fraction of the training file, which is full_percent % of the axis's training set
-    full = sweep["x"].get("full_percent", 100)
-    percents = {x: full * float(x) for x in xs}
-    groups, summary, rows = _groups(sweep, cells), [], []
+    split, labels, notes = sweep["split"], [c["label"] for c in sweep["columns"]], []
+    # each task's knob is a fraction of its training file, which is full_percent % of the axis's training set
+    axes_of = {task: x_axis(sweep, task) for task in sweep["tasks"]}
+    groups, summary, rows, point_knobs = _groups(sweep, cells), [], [], ""
     n_cols = min(len(sweep["tasks"]), 4)
     fig, axes = _grid(math.ceil(len(sweep["tasks"]) / n_cols), n_cols, width=4.5)
     for ax in axes.flat[len(sweep["tasks"]):]:
         ax.set_visible(False)
     for task, ax in zip(sweep["tasks"], axes.flat):
+        axis = axes_of[task]
+        xs, full = axis["values"], axis.get("full_percent", 100)
+        percents = {x: full * float(x) for x in xs}
         decimals, table = DECIMALS.get(task, 1), {x: [task, _percent_text(x, percents[x], full)] for x in xs}
         for label in labels:
             points = []
@@ -338,16 +341,18 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
         ax.set_xscale("log")
         ax.set_xticks([percents[x] for x in xs], [f"{_round2(percents[x]):g}%" for x in xs])
         ax.minorticks_off()
-        ax.set(title=task, xlabel=sweep["x"].get("xlabel", "% of the training set"), ylabel=f"{split} metric (%)")
+        ax.set(title=task, xlabel=axis.get("xlabel", "% of the training set"), ylabel=f"{split} metric (%)")
         if ax.containers:
             ax.legend()
         else:
             ax.text(0.5, 0.5, "no finished runs yet", transform=ax.transAxes, ha="center", va="center")
+        point_knobs += "".join(f" {task} at {_percent_text(x, percents[x], full)}: the runs also set "
+                               f"{', '.join(f'{k}={v}' for k, v in knobs.items())}."
+                               for x, knobs in axis.get("knobs", {}).items())
+        if full != 100:
+            point_knobs += f" {task}: {axis.get('xlabel', '% of the training set')}."
     drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
     paper_note = paper.get(sweep["name"], {}).get("note", "—")
-    point_knobs = "".join(f" At {_percent_text(x, percents[x], full)} the runs also set "
-                          f"{', '.join(f'{k}={v}' for k, v in knobs.items())}."
-                          for x, knobs in sweep["x"].get("knobs", {}).items())
     extra = f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}"
     write_atomic(out_dir / f"{sweep['name']}.md", _markdown(
         sweep.get("title", sweep["name"]), provenance, ["task", "training data"] + [f"{l} (ours)" for l in labels],

@@ -290,47 +290,72 @@ def check_sweep(sweep: dict, where: str) -> None:
             raise _key_error(where, f"seeds.{task}", "an integer >= 1", n)
     if "x" in SWEEP_KINDS[kind]:
         x = sweep.get("x")
-        if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED" \
-                or not isinstance(x.get("values"), list) or not x["values"]:
+        if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED":
             raise _key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
-        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel", "knobs"), "key of x", prefix="x.")
-        # knobs: more knobs for the runs at some x values, e.g. {"0.055883": {"BATCHES_PER_EPOCH": "172"}}
-        point_knobs = x.get("knobs", {})
-        if not isinstance(point_knobs, dict):
-            raise _key_error(where, "x.knobs", "an object x value -> {knob: value}", point_knobs)
-        values = [str(v) for v in x["values"]]
-        for i, value in enumerate(values):
-            if value in values[:i] or any(_same_number(value, v) for v in values[:i]):
-                # one run would count as two seeds of one point (± 0.00) and the row would outgrow its header
-                raise _key_error(where, f"x.values[{i}]", "values that differ", x["values"][i])
-        for i, column in enumerate(sweep["columns"]):
-            if x["knob"] in column.get("knobs", {}):  # the x value would replace it without a word
-                raise _key_error(where, f"columns[{i}].knobs.{x['knob']}", f"no {x['knob']} in a column (the x axis "
-                                 f"sets it at each point)", column["knobs"][x["knob"]])
-        for value, knobs in point_knobs.items():
-            if value not in values:
-                raise _key_error(where, f"x.knobs.{value}", f"one of x.values ({', '.join(map(str, x['values']))})",
-                                 value)
-            if not isinstance(knobs, dict) or x["knob"] in knobs:
-                raise _key_error(where, f"x.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
-            _check_knob_settings(where, f"x.knobs.{value}", knobs, per_task=True)
-            for i, column in enumerate(sweep["columns"]):
-                both = sorted(set(knobs) & set(column.get("knobs", {})))
-                if both:  # the point's value would win, and e.g. the baseline cell be filled by an ELMo run
-                    raise _key_error(where, f"x.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
-                                     f"'{column['label']}' sets {both[0]})", knobs[both[0]])
-        # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
-        # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
-        full = x.get("full_percent", 100)
-        if isinstance(full, bool) or not isinstance(full, (int, float)) or not 0 < full <= 100:
-            raise _key_error(where, "x.full_percent", "a number in (0, 100]", full)
-        if x.get("knob") != "TRAIN_FRACTION" and ("full_percent" in x or "xlabel" in x):
-            raise _key_error(where, "x.knob", "TRAIN_FRACTION with full_percent or xlabel", x.get("knob"))
-        if not isinstance(x.get("xlabel", ""), str):
-            raise _key_error(where, "x.xlabel", "a string", x["xlabel"])
+        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel", "knobs", "tasks"), "key of x", prefix="x.")
+        per_task = x.get("tasks", {})  # e.g. Figure 1's SRL points: other fractions of its file than SNLI's
+        if not isinstance(per_task, dict):
+            raise _key_error(where, "x.tasks", "an object task -> {values, full_percent, xlabel, knobs}", per_task)
+        for task, axis in per_task.items():
+            if task not in TASKS:
+                raise _unknown(where, f"x.tasks.{task}", TASKS, "task")
+            if not isinstance(axis, dict):
+                raise _key_error(where, f"x.tasks.{task}", "an object with values, full_percent, xlabel, knobs", axis)
+            _check_keys(where, axis, ("values", "full_percent", "xlabel", "knobs"), f"key of x.tasks.{task}",
+                        prefix=f"x.tasks.{task}.")
+        for task in sweep.get("tasks", []):
+            _check_x_axis(where, x_axis(sweep, task), sweep["columns"], f"x.tasks.{task}" if task in per_task else "x")
     for name in sweep.get("from", []) if "from" in SWEEP_KINDS[kind] else []:
         if name not in SWEEP_NAMES:
             raise _unknown(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")
+
+
+def x_axis(sweep: dict, task: str) -> dict:
+    """A curve's x axis for one task: the keys of ``x``, with those of ``x.tasks.<task>`` in their place (Figure 1's
+    SRL points are other fractions of its training file than SNLI's: the two files are other shares of the real sets)."""
+    axis = {k: v for k, v in sweep["x"].items() if k != "tasks"}
+    axis.update(sweep["x"].get("tasks", {}).get(task, {}))
+    return axis
+
+
+def _check_x_axis(where: str, x: dict, columns: list, px: str) -> None:
+    """One task's x axis (``px``: where its keys were written, 'x' or 'x.tasks.<task>')."""
+    if not isinstance(x.get("values"), list) or not x["values"]:
+        raise _key_error(where, f"{px}.values", "a non-empty list", x.get("values"))
+    # knobs: more knobs for the runs at some x values, e.g. {"0.055883": {"BATCHES_PER_EPOCH": "172"}}
+    point_knobs = x.get("knobs", {})
+    if not isinstance(point_knobs, dict):
+        raise _key_error(where, f"{px}.knobs", "an object x value -> {knob: value}", point_knobs)
+    values = [str(v) for v in x["values"]]
+    for i, value in enumerate(values):
+        if value in values[:i] or any(_same_number(value, v) for v in values[:i]):
+            # one run would count as two seeds of one point (± 0.00) and the row would outgrow its header
+            raise _key_error(where, f"{px}.values[{i}]", "values that differ", x["values"][i])
+    for i, column in enumerate(columns):
+        if x["knob"] in column.get("knobs", {}):  # the x value would replace it without a word
+            raise _key_error(where, f"columns[{i}].knobs.{x['knob']}", f"no {x['knob']} in a column (the x axis "
+                             f"sets it at each point)", column["knobs"][x["knob"]])
+    for value, knobs in point_knobs.items():
+        if value not in values:
+            raise _key_error(where, f"{px}.knobs.{value}", f"one of {px}.values ({', '.join(map(str, x['values']))})",
+                             value)
+        if not isinstance(knobs, dict) or x["knob"] in knobs:
+            raise _key_error(where, f"{px}.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
+        _check_knob_settings(where, f"{px}.knobs.{value}", knobs, per_task=True)
+        for i, column in enumerate(columns):
+            both = sorted(set(knobs) & set(column.get("knobs", {})))
+            if both:  # the point's value would win, and e.g. the baseline cell be filled by an ELMo run
+                raise _key_error(where, f"{px}.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
+                                 f"'{column['label']}' sets {both[0]})", knobs[both[0]])
+    # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
+    # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
+    full = x.get("full_percent", 100)
+    if isinstance(full, bool) or not isinstance(full, (int, float)) or not 0 < full <= 100:
+        raise _key_error(where, f"{px}.full_percent", "a number in (0, 100]", full)
+    if x.get("knob") != "TRAIN_FRACTION" and ("full_percent" in x or "xlabel" in x):
+        raise _key_error(where, "x.knob", "TRAIN_FRACTION with full_percent or xlabel", x.get("knob"))
+    if not isinstance(x.get("xlabel", ""), str):
+        raise _key_error(where, f"{px}.xlabel", "a string", x["xlabel"])
 
 
 def _same_number(a: str, b: str) -> bool:
@@ -378,19 +403,18 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
     for sweep in sweeps:
         if "columns" not in SWEEP_KINDS.get(sweep["kind"], ()):
             continue
-        xs = sweep.get("x", {}).get("values", [None])
-        x_knob = sweep.get("x", {}).get("knob")
         for task in sweep["tasks"]:
             if tasks_allowed and task not in tasks_allowed:
                 continue
+            axis = x_axis(sweep, task) if "x" in sweep else {"values": [None]}
             seeds = sweep.get("seeds", {})
             n_seeds = int(seeds.get(task, seeds.get("default", 1)))
             for column in sweep["columns"]:
-                for x in xs:
+                for x in axis["values"]:
                     for seed in range(1, n_seeds + 1):
                         settings = {**column.get("knobs", {}), "SEED": str(seed)}
                         if x is not None:
-                            settings.update(sweep["x"].get("knobs", {}).get(str(x), {}), **{x_knob: str(x)})
+                            settings.update(axis.get("knobs", {}).get(str(x), {}), **{axis["knob"]: str(x)})
                         where = f"sweep '{sweep['name']}', column '{column['label']}'"
                         knobs = run_knobs(profile, task, settings, where)
                         run = Run(task, tuple(sorted(knobs.items())))

@@ -187,7 +187,31 @@ def test_figure1_curve_png_lines_and_table(built):
     srl_10 = row_of(table, "srl", "10%")
     assert srl_10[2].startswith("crashed (see ") and srl_10[3] == "56.5 ± 0.7"
     assert row_of(table, "srl", "100%")[2:] == ["61.5 ± 0.7", "missing"]
-    assert "At 0.1% the runs also set BATCHES_PER_EPOCH=172." in table  # a point's own knobs are said
+    assert "snli at 0.1%: the runs also set BATCHES_PER_EPOCH=172." in table  # a point's own knobs are said
+
+
+def test_figure1_panels_with_their_own_x_values(tmp_path):
+    """SRL's points are other fractions of its file than SNLI's, drawn at their own % of the real training set."""
+    cells = []
+    for task, xs in (("snli", ["0.5", "1.0"]), ("srl", ["0.036", "1.0"])):
+        for x in xs:
+            for column, dev in (("baseline", 0.5), ("ELMo", 0.6)):
+                run = finished(tmp_path / "runs" / f"{task}-{column}-{x}", task, 1, dev + float(x) / 10, None)
+                cells.append(Cell(sweep="figure1", task=task, column=column, x=x, seed=1, run_dir=run))
+    sweep = {"name": "figure1", "kind": "curve", "title": "Figure 1", "split": "dev", "tasks": ["snli", "srl"],
+             "seeds": {"default": 1}, "columns": [{"label": "baseline", "knobs": {}}, {"label": "ELMo", "knobs": {}}],
+             "x": {"knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "full_percent": 1.78896,
+                   "tasks": {"srl": {"values": ["0.036", "1.0"], "full_percent": 2.77868,
+                                     "xlabel": "% of CoNLL-2012's training predicates",
+                                     "knobs": {"0.036": {"BATCHES_PER_EPOCH": "79"}}}}}}
+    summary = build_results([sweep], cells, {}, tmp_path / "out", PROVENANCE)
+    table = (tmp_path / "out" / "figure1.md").read_text()
+    assert row_of(table, "snli", "0.89% (0.5 of the training file)")[2:] == ["55.0", "65.0"]
+    assert row_of(table, "srl", "0.1% (0.036 of the training file)")[2:] == ["50.4", "60.4"]
+    assert row_of(table, "srl", "2.8% (1.0 of the training file)")[2:] == ["60.0", "70.0"]
+    assert "srl at 0.1% (0.036 of the training file): the runs also set BATCHES_PER_EPOCH=79." in table
+    assert [p["series"] for p in summary["sweeps"]["figure1"]["figure"]] == [[{"label": "baseline", "points": 2},
+                                                                             {"label": "ELMo", "points": 2}]] * 2
 
 
 def test_figure2_mix_weights_averaged_per_task_and_placement(built):

@@ -418,6 +418,25 @@ def test_x_point_knobs_reach_only_their_runs_and_later_knobs_keep_run_ids():
     assert runs["0.1"].run_id != expand_cells({}, [{**sweep, "x": {**sweep["x"], "knobs": {}}}])[0].run.run_id
 
 
+def test_a_task_of_a_curve_may_have_its_own_x_values_and_point_knobs():
+    """Figure 1's SRL points are other fractions of its file than SNLI's (each file is another share of the real
+    training set): x.tasks.<task> replaces the shared values, full_percent and point knobs for that task only."""
+    from runner.spec import check_sweep, x_axis
+
+    sweep = {"name": "figure1", "kind": "curve", "split": "dev", "tasks": ["ner", "srl"], "seeds": {"default": 1},
+             "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}],
+             "x": {"knob": "TRAIN_FRACTION", "values": ["0.1", "1.0"], "knobs": {"0.1": {"BATCHES_PER_EPOCH": "9"}},
+                   "tasks": {"srl": {"values": ["0.036", "1.0"], "full_percent": 2.78,
+                                     "knobs": {"0.036": {"BATCHES_PER_EPOCH": "79"}}}}}}
+    check_sweep(sweep, "figure1.json")
+    assert x_axis(sweep, "ner")["values"] == ["0.1", "1.0"] and x_axis(sweep, "ner").get("full_percent") is None
+    assert x_axis(sweep, "srl")["full_percent"] == 2.78 and x_axis(sweep, "srl")["knob"] == "TRAIN_FRACTION"
+    runs = {(c.task, c.x): c.run.knob_dict for c in expand_cells({}, [sweep])}
+    assert sorted(runs) == [("ner", "0.1"), ("ner", "1.0"), ("srl", "0.036"), ("srl", "1.0")]
+    assert runs[("srl", "0.036")]["TRAIN_FRACTION"] == "0.036" and runs[("srl", "0.036")]["BATCHES_PER_EPOCH"] == "79"
+    assert runs[("ner", "0.1")]["BATCHES_PER_EPOCH"] == "9" and runs[("srl", "1.0")]["BATCHES_PER_EPOCH"] == ""
+
+
 def test_every_archived_run_belongs_to_its_profiles_plan():
     """results/<profile>/runs/ holds the runs a fresh clone restores; one whose id the plan no longer has (knobs
     changed, a run identity that drifted) would be silently ignored and trained again."""

@@ -97,9 +97,9 @@ def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
 COLUMN = {"label": "baseline", "knobs": {"ELMO": "none"}}
 
 
-def _curve(point_knobs, values=("0.5", "1.0"), columns=(COLUMN,)):  # a Figure 1 sweep; its x axis may set more knobs
-    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": list(columns), "x": {
-        "knob": "TRAIN_FRACTION", "values": list(values), "knobs": point_knobs}}}}
+def _curve(point_knobs, values=("0.5", "1.0"), columns=(COLUMN,), tasks=None):  # a Figure 1 sweep (more knobs per point)
+    x = {"knob": "TRAIN_FRACTION", "values": list(values), "knobs": point_knobs, **({"tasks": tasks} if tasks else {})}
+    return {"sweeps": ["figure1"], "sweep_overrides": {"figure1": {"tasks": ["ner"], "columns": list(columns), "x": x}}}
 
 
 BAD_PROFILES = {
@@ -136,6 +136,14 @@ BAD_PROFILES = {
     "x value twice": (_curve({}, values=("0.5", "1.0", "1")), ["key 'x.values[2]'", "values that differ", "'1'"]),
     "x knobs set a column's knob": (_curve({"1.0": {"ELMO": "input"}}),
                                     ["key 'x.knobs.1.0.ELMO'", "column 'baseline' sets ELMO", "'input'"]),
+    "x for an unknown task": (_curve({}, tasks={"nerr": {"values": ["0.5"]}}),
+                              ["key 'x.tasks.nerr'", "did you mean 'ner'"]),
+    "x of a task sets the knob": (_curve({}, tasks={"ner": {"knob": "SEED"}}),
+                                  ["key 'x.tasks.ner.knob'", "key of x.tasks.ner"]),
+    "x of a task, value twice": (_curve({}, tasks={"ner": {"values": ["0.2", "0.20"]}}),
+                                 ["key 'x.tasks.ner.values[1]'", "values that differ"]),
+    "x of a task, knobs at no value": (_curve({"0.5": {"BATCHES_PER_EPOCH": "3"}}, tasks={"ner": {"values": ["0.2"]}}),
+                                       ["key 'x.tasks.ner.knobs.0.5'", "one of x.tasks.ner.values (0.2)"]),
     "column sets the x knob": (_curve({}, columns=[{**COLUMN, "knobs": {"ELMO": "none", "TRAIN_FRACTION": "0.1"}}]),
                                ["key 'columns[0].knobs.TRAIN_FRACTION'", "no TRAIN_FRACTION in a column", "'0.1'"]),
 }
