@@ -211,3 +211,21 @@ def test_lines_end_at_lf_crlf_or_cr_as_allennlp_and_bilm_tf_read_them(tmp_path, 
     path = tmp_path / "in.txt"
     path.write_bytes(b"\xef\xbb\xbfa b" + newline + b"c d" + newline + newline + b"e f" + newline)
     assert read_sentences(path) == [["a", "b"], ["c", "d"], [], ["e", "f"]]
+
+
+def test_the_allennlp_side_of_the_whole_process_comparison_does_embeds_work(tmp_path, elmo_files):
+    """tools/allennlp_embed.py (the reference whole-process command of docs/speed.md) writes what embed writes: same
+    datasets, same vectors from allennlp's biLM, so the two commands time the same work."""
+    from tools.allennlp_embed import main as allennlp_embed
+
+    source = write_lines(tmp_path / "in.txt", SENTENCES + SENTENCES[:2])
+    ours, theirs = tmp_path / "ours.hdf5", tmp_path / "theirs.hdf5"
+    common = ["--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input", str(source),
+              "--batch-size", "3"]
+    assert main(["embed", *common, "--output", str(ours)]) == 0
+    assert allennlp_embed([*common, "--output", str(theirs)]) == 0
+    with h5py.File(ours) as a, h5py.File(theirs) as b:
+        assert set(a) == set(b)
+        assert a["sentence_to_index"][0] == b["sentence_to_index"][0]
+        for key in (k for k in a if k != "sentence_to_index"):
+            assert a[key].shape == b[key].shape and abs(a[key][...] - b[key][...]).max() < 1e-5, key
