@@ -23,7 +23,10 @@ from runner.execute import load_result, repo_relative  # noqa: E402
 from runner.spec import PROBE_KINDS, REPO, Cell, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
-SECOND_METRIC = {"squad": "em"}  # shown beside the task's metric (SQuAD: F1, and EM beside it; official v1.1 script)
+# shown beside the task's metric (SQuAD: F1, and EM beside it, official v1.1 script; coref: the CoNLL average without
+# gold singletons, and with them beside it, tasks/coref/metric.py), with the label of SECOND_LABEL (else upper case)
+SECOND_METRIC = {"squad": "em", "coref": "coref_f1_with_singletons"}
+SECOND_LABEL = {"coref_f1_with_singletons": "with singletons"}
 
 
 def write_atomic(path: Path, data) -> None:
@@ -137,7 +140,8 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
         return f"crashed (see {', '.join(agg['crashed_logs'])})" if agg["crashed_logs"] else "missing"
     text = _mean_std(agg["mean"], agg["std"], decimals)
     if agg.get("second"):
-        text += f" ({agg['second']['metric'].upper()} {_mean_std(agg['second']['mean'], agg['second']['std'], decimals)})"
+        label = SECOND_LABEL.get(agg["second"]["metric"], agg["second"]["metric"].upper())
+        text += f" ({label} {_mean_std(agg['second']['mean'], agg['second']['std'], decimals)})"
     if agg["seeds_finished"] < agg["seeds_planned"]:
         text += f" (n={agg['seeds_finished']})"
     if agg["dev_fallback"]:

@@ -67,7 +67,8 @@ METRICS = {
     # SQuAD v1.1's evaluate script: the mean over questions of each question's best F1 (or EM) over its answers
     "mean": (("score", "n"), lambda s: 100 * _ratio(s[..., 0], s[..., 1])),
     # CoNLL-2012: mean of the MUC, B3 and CEAF-e F1, each from precision/recall numerators and denominators summed
-    # over documents (allennlp-models ConllCorefScores, reference-coreference-scorers)
+    # over documents (allennlp-models ConllCorefScores, reference-coreference-scorers); counted without gold
+    # singletons, as coref_f1 (tasks/coref/metric.py)
     "conll_coref": (tuple(f"{m}_{part}" for m in ("muc", "b3", "ceafe") for part in ("p_num", "p_den", "r_num", "r_den")),
                     lambda s: 100 * sum(_f1(*(s[..., 4 * j + i] for i in range(4))) for j in range(3)) / 3),
     # the WSD framework's Scorer.java: P = correct / answered, R = correct / instances

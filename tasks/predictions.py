@@ -80,19 +80,24 @@ def _srl_units(model, output, instances) -> List[dict]:
 
 
 def _coref_units(model, output, instances) -> List[dict]:
-    """Per document, the MUC, B3 and CEAF-e precision and recall numerators and denominators, from a fresh copy of
-    the model's own ConllCorefScores fed that document alone (the corpus score sums them over documents)."""
-    from allennlp_models.coref.metrics.conll_coref_scores import ConllCorefScores
+    """Per document, the MUC, B3 and CEAF-e precision and recall numerators and denominators of ``coref_f1``'s view
+    (gold singletons dropped, tasks/coref/metric.py), from a fresh copy of the model's metric fed that document alone
+    (the corpus score sums them over documents). The predicted and all gold clusters (singletons included) are kept,
+    so that the with-singletons view can be recomputed from the file."""
+    from tasks.coref.metric import CorefScores
 
     units = []
     for i, instance in enumerate(instances):
-        scores = ConllCorefScores(allow_singletons=model._conll_coref_scores.allow_singletons)
+        scores = CorefScores(allow_singletons=model._conll_coref_scores.allow_singletons)
         metadata = instance.fields["metadata"].metadata
-        scores(output["top_spans"][i:i + 1], output["antecedent_indices"][i:i + 1],
-               output["predicted_antecedents"][i:i + 1], [metadata])
+        top_spans, antecedents, predicted = (output[key][i].detach().cpu() for key in
+                                             ("top_spans", "antecedent_indices", "predicted_antecedents"))
+        scores(top_spans[None], antecedents[None], predicted[None], [metadata])
         counts = [c for scorer in scores.scorers for c in (scorer.precision_numerator, scorer.precision_denominator,
                                                            scorer.recall_numerator, scorer.recall_denominator)]
-        units.append({"pred": None, "gold": [list(map(list, c)) for c in metadata["clusters"]],
+        clusters, _ = scores.get_predicted_clusters(top_spans, antecedents, predicted, scores.allow_singletons)
+        units.append({"pred": [list(map(list, c)) for c in clusters],
+                      "gold": [list(map(list, c)) for c in metadata["clusters"]],
                       "counts": [float(c) for c in counts]})
     return units
 

@@ -369,3 +369,17 @@ def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_
     assert make_portable(tmp_path) == 2 and make_portable(tmp_path) == 0
     for path in tmp_path.rglob("*.json"):
         assert str(REPO_ROOT) not in path.read_text(), path
+
+
+def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
+    # coref_f1 drops gold singletons (OntoNotes has none); LitBank's with-singletons score is shown beside it
+    from runner.results import aggregate, cell_text
+
+    cells = []
+    for seed, (f1, with_singletons) in enumerate(((0.61, 0.50), (0.63, 0.52)), 1):
+        run_dir = finished(tmp_path / f"c{seed}", "coref", seed, f1, f1)
+        result = json.loads((run_dir / "result.json").read_text())
+        result["metrics"] = {"test_coref_f1_with_singletons": with_singletons}
+        (run_dir / "result.json").write_text(json.dumps(result))
+        cells.append(Cell(sweep="table1", task="coref", column="baseline", x=None, seed=seed, run_dir=run_dir))
+    assert cell_text(aggregate(cells, "test"), 1, [], "coref") == "62.0 ± 1.4 (with singletons 51.0 ± 1.4)"

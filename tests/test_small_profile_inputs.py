@@ -13,10 +13,13 @@ from tests.conftest import REPO_ROOT, shared_data
 SRL_PREDICATES = {"train": 7032, "dev": 1785, "test": 1590}
 SRL_NO_PREDICATE = {"train": 59, "dev": 11, "test": 14}  # one all-"O" instance each (allennlp's SRL reader)
 COREF_DOCUMENTS = {"train": 80, "dev": 10, "test": 10}
+# gold counts of tasks/coref/README.md (Metric): clusters, mentions, singleton clusters, mentions wider than 10 words
+# in every cluster and in clusters of 2+ mentions (litbank_coref/SOURCES.md gives the first four and the wide total)
+COREF_GOLD = {"train": (6365, 23188, 4661, 394, 198), "dev": (776, 3053, 563, 60, 30), "test": (786, 2862, 539, 32, 19)}
 
 
-def _reader(task: str, **knobs):
-    """The dataset reader exactly as jsonnet_configs/<task>.jsonnet builds it with these knobs."""
+def _reader(task: str, validation: bool = False, **knobs):
+    """The dataset (or validation) reader exactly as jsonnet_configs/<task>.jsonnet builds it with these knobs."""
     from allennlp.common import Params
     from allennlp.common.plugins import import_plugins
     from allennlp.data import DatasetReader
@@ -26,7 +29,7 @@ def _reader(task: str, **knobs):
 
     import_plugins()
     config = task_config(task, {**KNOBS, **knobs})
-    return DatasetReader.from_params(Params(config["dataset_reader"]))
+    return DatasetReader.from_params(Params(config["validation_dataset_reader" if validation else "dataset_reader"]))
 
 
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
@@ -44,11 +47,16 @@ def test_srl_reader_reads_every_predicate_of_the_real_propbank_split(task_env, s
 
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
 def test_coref_reader_reads_every_litbank_document(task_env, split):
+    from tasks.coref.gold_counts import gold_counts
+
     path = shared_data("litbank_coref", split)
-    instances = list(_reader("coref", SIZE="small").read(str(path)))
+    reader = _reader("coref", validation=True, SIZE="small")  # whole documents (training cuts them to 50 sentences)
+    instances = list(reader.read(str(path)))
     assert len(instances) == COREF_DOCUMENTS[split]
-    clusters = instances[0]["metadata"].metadata["clusters"]
-    assert clusters and all(len(c) >= 1 for c in clusters)  # LitBank annotates singletons
+    counts = gold_counts((i["metadata"].metadata["clusters"] for i in instances), reader._max_span_width)
+    assert reader._max_span_width == 10 and counts["documents"] == COREF_DOCUMENTS[split]
+    names = ("clusters", "mentions", "singletons", "wide", "wide_in_2plus")
+    assert tuple(counts[name] for name in names) == COREF_GOLD[split]
 
 
 def test_srl_trains_a_few_batches_on_the_real_data(train_task):

@@ -65,6 +65,111 @@ def test_perfect_prediction_scores_one():
     assert metric.get_metric() == pytest.approx((1.0, 1.0, 1.0))
 
 
+# --- the two views: without gold singletons (coref_f1, OntoNotes' kind) and with them (LitBank's) -----------------
+
+def _singleton_case():
+    """Gold: G = {a, b} and the singleton S = {c}; the model links b -> a and leaves c alone: P = {a, b}."""
+    top_spans = torch.tensor([[[0, 0], [2, 2], [4, 4]]])  # a, b, c
+    outputs = (top_spans, torch.arange(3).expand(1, 3, 3), torch.tensor([[-1, 0, -1]]))
+    return outputs, [[(0, 0), (2, 2)], [(4, 4)]]
+
+
+def test_gold_singleton_costs_b3_and_ceafe_recall_only_with_singletons():
+    from tasks.coref.metric import CorefScores
+
+    outputs, gold = _singleton_case()
+    metric = CorefScores()
+    metric(*outputs, [{"clusters": gold}])
+    # Without singletons the gold is {G} alone, found exactly: every P, R and F1 is 1.
+    for scorer in metric.scorers:
+        assert scorer.get_prf() == pytest.approx((1.0, 1.0, 1.0))
+    assert metric.get_metric()[2] == pytest.approx(1.0)
+    muc, b3, ceafe = (scorer.get_prf() for scorer in metric.with_singletons.scorers)
+    # MUC: S has |S| - 1 = 0 links, so nothing changes.
+    assert muc == pytest.approx((1.0, 1.0, 1.0))
+    # B3 (Bagga & Baldwin 1998), recall over the 3 gold mentions: a, b: |G & P| / |G| = 2/2; c: in no predicted
+    # cluster, 0. R = 2/3; P over a, b = 1. F1 = 2 * 1 * 2/3 / (1 + 2/3) = 4/5.
+    assert b3 == pytest.approx((1.0, 2 / 3, 4 / 5))
+    # CEAF-phi4: phi4(G, P) = 1, phi4(S, P) = 0; one gold cluster of two aligned: R = 1/2, P = 1/1, F1 = 2/3.
+    assert ceafe == pytest.approx((1.0, 1 / 2, 2 / 3))
+    f1s = metric.f1s()
+    assert f1s["coref_f1_with_singletons"] == pytest.approx((1 + 4 / 5 + 2 / 3) / 3)  # 37/45 = 0.8222
+    assert (f1s["muc_f1"], f1s["b3_f1"], f1s["ceafe_f1"]) == pytest.approx((1.0, 1.0, 1.0))
+    # Why our own B3 in this view: allennlp-models' B3 skips gold singletons (conll_coref_scores.py:190-191), so it
+    # would give recall 1 here; its CEAF-e counts them (R = 1/2).
+    allennlp_metric = ConllCorefScores()
+    allennlp_metric(*outputs, [{"clusters": gold}])
+    assert allennlp_metric.scorers[1].get_recall() == 1.0 and allennlp_metric.scorers[2].get_recall() == 0.5
+
+
+def test_without_singletons_in_gold_both_views_are_identical_and_equal_allennlp_models():
+    from tasks.coref.metric import CorefScores
+
+    # the clustering of test_muc_b3_ceaf_match_hand_computed_values (no gold singleton, as OntoNotes)
+    outputs = (torch.tensor([[[0, 0], [2, 2], [4, 4], [6, 6], [8, 8], [10, 10]]]), torch.arange(6).expand(1, 6, 6),
+               torch.tensor([[-1, 0, -1, 2, 3, 1]]))
+    metadata = [{"clusters": [[(0, 0), (2, 2), (4, 4)], [(6, 6), (8, 8)]]}]
+    metric, reference = CorefScores(), ConllCorefScores()
+    metric(*outputs, metadata)
+    reference(*outputs, metadata)
+
+    def counts(scorers):
+        return [(s.precision_numerator, s.precision_denominator, s.recall_numerator, s.recall_denominator)
+                for s in scorers]
+
+    assert counts(metric.scorers) == counts(metric.with_singletons.scorers) == counts(reference.scorers)
+    f1s = metric.f1s()
+    assert f1s["coref_f1_with_singletons"] == metric.get_metric()[2] == reference.get_metric()[2]
+    assert all(f1s[f"{name}_f1"] == f1s[f"{name}_f1_with_singletons"] for name in ("muc", "b3", "ceafe"))
+    metric.get_metric(reset=True)  # resets both views
+    assert counts(metric.with_singletons.scorers) == [(0, 0, 0, 0)] * 3
+
+
+def test_training_loss_does_not_depend_on_gold_singletons(task_env):
+    # A singleton's span has a cluster id no earlier span shares, so its only gold antecedent is the dummy, as for a
+    # span outside every mention (allennlp-models coref.py:795-804; antecedents are earlier spans, :519).
+    from allennlp.common import Params
+    from allennlp.data import Batch, DatasetReader, Vocabulary
+    from allennlp.models import Model
+
+    config = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"))  # SIZE=tiny
+    reader = DatasetReader.from_params(config.pop("dataset_reader"))
+    sentences = [["Ann", "saw", "her", "brother", "."], ["He", "waved", "at", "Ann", "from", "the", "bus", "."]]
+    pair_clusters = [[(0, 0), (2, 2), (8, 8)], [(2, 3), (5, 5)]]  # Ann / her / Ann; her brother / He
+    singletons = [[(10, 11)], [(0, 3)]]  # "the bus"; "Ann saw her brother"
+    with_singletons, without, no_gold = (reader.text_to_instance(sentences, clusters) for clusters in
+                                         (pair_clusters + singletons, pair_clusters, []))
+    vocab = Vocabulary.from_instances([with_singletons])
+    model_params = config.pop("model")
+    model_params.update({"spans_per_word": 100, "max_antecedents": 1000})  # every span kept, every earlier one scored
+    model = Model.from_params(vocab=vocab, params=model_params).eval()
+
+    def loss(instance):
+        batch = Batch([instance])
+        batch.index_instances(vocab)
+        return model(**batch.as_tensor_dict())["loss"].item()
+
+    assert with_singletons["span_labels"].labels != without["span_labels"].labels
+    assert loss(with_singletons) == loss(without)
+    assert loss(no_gold) != loss(without)  # the loss does see the clusters of 2+ mentions
+
+
+def test_per_document_counts_of_the_bootstrap_use_the_primary_view():
+    # tasks/predictions.py keeps per-document counts; runner/stats.py recomputes coref_f1 from them (issue 22).
+    from types import SimpleNamespace
+
+    from runner.stats import metric_value
+    from tasks.coref.metric import CorefScores
+    from tasks.predictions import _coref_units
+
+    (top_spans, antecedents, predicted), gold = _singleton_case()
+    output = {"top_spans": top_spans, "antecedent_indices": antecedents, "predicted_antecedents": predicted}
+    instance = SimpleNamespace(fields={"metadata": SimpleNamespace(metadata={"clusters": gold})})
+    [unit] = _coref_units(SimpleNamespace(_conll_coref_scores=CorefScores()), output, [instance])
+    assert float(metric_value("conll_coref", unit["counts"])) == pytest.approx(100.0)  # not 82.2, with singletons
+    assert unit["pred"] == [[[0, 0], [2, 2]]] and unit["gold"] == [[[0, 0], [2, 2]], [[4, 4]]]
+
+
 # --- reader ------------------------------------------------------------------------------------------------------
 
 def test_reader_reads_documents_of_the_sample_tree():
@@ -306,11 +411,14 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
     first_epoch = json.loads((run_dir / "metrics_epoch_0.json").read_text())
     assert metrics["training_loss"] < 0.2 * first_epoch["training_loss"]
     evaluated = allennlp_evaluate(run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), tmp_path / "eval.json")
-    for name in ("coref_f1", "muc_f1", "b3_f1", "ceafe_f1", "coref_precision", "coref_recall", "mention_recall"):
+    for name in ("coref_f1", "muc_f1", "b3_f1", "ceafe_f1", "coref_precision", "coref_recall", "mention_recall",
+                 "coref_f1_with_singletons", "muc_f1_with_singletons", "b3_f1_with_singletons",
+                 "ceafe_f1_with_singletons"):
         assert 0.0 <= evaluated[name] <= 1.0, name
     assert evaluated["coref_f1"] == pytest.approx(
         (evaluated["muc_f1"] + evaluated["b3_f1"] + evaluated["ceafe_f1"]) / 3)
     assert evaluated["coref_f1"] == pytest.approx(metrics["test_coref_f1"])
+    assert evaluated["coref_f1_with_singletons"] == pytest.approx(metrics["test_coref_f1_with_singletons"])
     # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (issue 22)
     from runner.execute import keep_predictions
 

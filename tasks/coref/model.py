@@ -6,7 +6,8 @@ has 3 * span_dim + feature_size. allennlp-models' ``coref`` takes both sizes fro
 size (input placement) or the context size (output placement, [h; ELMo'] on the context LSTM) grows by the ELMo
 dimension, which a jsonnet config cannot read from the biLM options file. This subclass builds the two feedforwards
 from the embedder's and the context layer's output sizes. It also reports MUC, B3 and CEAF-phi4 F1 next to their
-mean (``coref_f1``, the paper's "average F1", Table 1).
+mean (``coref_f1``, the paper's "average F1", Table 1), scored without gold singletons as on OntoNotes, and the same
+with them (``coref_f1_with_singletons``; ``tasks.coref.metric``).
 
 ``speaker_genre_features``: e2e-coref's metadata features (use_metadata, experiments.conf:55 at commit 53c4116;
 coref_model.py:260-267): a same-speaker embedding (speaker of the two spans' first words equal or not) and a genre
@@ -26,9 +27,8 @@ from allennlp.modules import Embedding, FeedForward, Seq2SeqEncoder, TextFieldEm
 from allennlp.nn import util
 from allennlp_models.coref.models.coref import CoreferenceResolver
 
+from tasks.coref.metric import CorefScores
 from tasks.coref.reader import GENRES
-
-CONLL_METRIC_NAMES = ("muc", "b3", "ceafe")  # the order of ConllCorefScores' scorers
 
 
 @Model.register("coref_sized")
@@ -58,6 +58,8 @@ class SizedCoreferenceResolver(CoreferenceResolver):
         if kwargs.get("coarse_to_fine") and speaker_genre_features:
             raise ValueError("coref_sized: speaker_genre_features works with distance pruning only "
                              "(coarse_to_fine: false), found coarse_to_fine: true")
+        # allennlp-models' metric (coref.py:129) scored in two views: without and with gold singletons
+        self._conll_coref_scores = CorefScores()
         self._speaker_genre = speaker_genre_features
         if speaker_genre_features:
             self._same_speaker_embedding = Embedding(embedding_dim=feature_size, num_embeddings=2)
@@ -115,11 +117,8 @@ class SizedCoreferenceResolver(CoreferenceResolver):
         return torch.cat([pairs, self.pair_metadata_features], -1)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        per_metric_f1 = {
-            f"{name}_f1": scorer.get_f1()
-            for name, scorer in zip(CONLL_METRIC_NAMES, self._conll_coref_scores.scorers)
-        }
-        return {**super().get_metrics(reset), **per_metric_f1}
+        f1s = self._conll_coref_scores.f1s()  # read before super() resets them
+        return {**super().get_metrics(reset), **f1s}
 
 
 @Seq2SeqEncoder.register("output_dropout")
