@@ -2,11 +2,13 @@
 written in ``python -m elmo_module embed``'s layout (one (3, n, D) dataset per line, stateful batches of consecutive
 lines), so that the two commands do the same work from start to exit:
 
-    farm-bench --vs '.venv/bin/python tools/allennlp_embed.py --options O --weights W --input IN --output B.hdf5' \\
-        -- .venv/bin/python -m elmo_module embed --options O --weights W --input IN --output A.hdf5 --precision bfloat16
+    /usr/bin/time -v .venv/bin/python -m elmo_module embed --options O --weights W --input IN --output A.hdf5 \
+        --precision bfloat16
+    /usr/bin/time -v .venv/bin/python tools/allennlp_embed.py --options O --weights W --input IN --output B.hdf5
 
-allennlp 2.x has no ``elmo`` command (allennlp 0.9's ``elmo --all`` wrote this layout); this is its loop, kept to the
-work ``embed`` does: read, batch, run the biLM, write each line's layers.
+(docs/speed.md: the two in turn, several runs each, the median of the pairwise ratios). allennlp 2.x has no ``elmo``
+command (allennlp 0.9's ``elmo --all`` wrote this layout); this is its loop, kept to the work ``embed`` does: read,
+batch, run the biLM, write each line's layers.
 """
 import argparse
 import json
