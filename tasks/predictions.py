@@ -5,7 +5,7 @@ The trainer callback ``unit_predictions`` runs, after training, the best epoch's
 (``config.json`` of the serialization dir), and writes ``unit_predictions.json.gz``: per split, the units the
 task's metric is computed over (pairs, sentences, questions), each with its id (position in the file: the dev and
 test files are the same for every run of a profile, their checksums are recorded), the predicted and gold
-label / spans / answer, and the counts the metric is recomputed from (``runner/stats.py`` METRICS). The runner
+label / spans / tags / answer, and the counts the metric is recomputed from (``runner/stats.py`` METRICS). The runner
 (``runner/execute.py``) checks that the counts give back the metric allennlp reported before keeping the file.
 
 A model type without an extractor writes nothing; its runs report "no per-example predictions".
@@ -14,7 +14,7 @@ import gzip
 import json
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from allennlp.common import Params
@@ -65,17 +65,65 @@ def _squad_units(model, output, instances) -> List[dict]:
     return units
 
 
+def srl_eval_counts(pred_tags: List[str], gold_tags: List[str], verb: Optional[str]) -> List[int]:
+    """srl-eval.pl's [correct, excess, missed] arguments of one predicate as allennlp-models' SrlEvalScorer gets it:
+    the BIO tags converted by ``convert_bio_tags_to_conll_format``, and ``verb`` (the word at the verb index, None
+    without one) in the target column (``write_conll_formatted_tags_to_file``). "l." = line of the srl-eval.pl
+    bundled with allennlp-models 2.10.1 (allennlp_models/structured_prediction/tools/srl-eval.pl)."""
+    from allennlp_models.structured_prediction.models.srl import convert_bio_tags_to_conll_format
+
+    # a proposition only where the target column is not "-" (l. 681-682), and only gold propositions are scored
+    # (l. 93-118): a sentence without predicate (all "-") counts nothing, whatever is predicted
+    if verb is None or verb == "-":
+        return [0, 0, 0]
+
+    def arguments(tags) -> Dict[tuple, tuple]:
+        """{(start, end): (type, set of its phrases)}: an argument is keyed by its span (l. 1090-1091)."""
+        phrases, start = [], None  # Start-End phrases, in order of start (l. 1341-1379; phrases(), l. 1504-1526)
+        for i, cell in enumerate(convert_bio_tags_to_conll_format(tags)):  # never nested: "(X*", "*", "*)", "(X*)"
+            if cell.startswith("("):
+                start, label = i, cell[1:cell.index("*")]
+            if cell.endswith(")"):
+                phrases.append((label, start, i))
+        args, latest = {}, {}  # latest: the span of the last argument of each type (%ARGS, l. 1029)
+        for label, start, end in phrases:
+            head = latest.get(label[2:]) if label.startswith("C-") else None
+            if head is not None:  # C-X continues the last X: one argument from X's start to here (l. 1036-1048)
+                _, pieces = args.pop(head)
+                span, label = (head[0], end), label[2:]
+                args[span] = (label, pieces | {(start, end)})
+            else:  # a C-X without an X before it is a plain X (l. 1049-1056); any other label an argument (l. 1058)
+                span, label = (start, end), label[2:] if label.startswith("C-") else label
+                args[span] = (label, {(start, end)})
+            latest[label] = span
+        return args
+
+    # discriminate_args (l. 1074-1152): a predicted argument is correct if a gold one has its span, its type and (a
+    # discontinuous one) the same phrases, a single phrase matching only a single phrase (l. 1098-1141); else it is
+    # excess. Unmatched gold arguments are missed (l. 1144-1149). V is excluded from all counts (l. 54, 287-311).
+    gold, counts = arguments(gold_tags), [0, 0, 0]
+    for span, argument in arguments(pred_tags).items():
+        correct = gold.get(span) == argument
+        if correct:
+            del gold[span]
+        if argument[0] != "V":
+            counts[0 if correct else 1] += 1
+    counts[2] = sum(label != "V" for label, _ in gold.values())
+    return counts
+
+
 def _srl_units(model, output, instances) -> List[dict]:
-    """Per predicate, srl-eval.pl's counts as allennlp's SrlEvalScorer feeds it: BIO arguments (the verb "V" left
-    out, ignore_classes), after the model's own BIO-constrained Viterbi decoding."""
+    """Per predicate, srl-eval.pl's counts (``srl_eval_counts``) of the tags the model's SrlEvalScorer sees: the
+    predicted tags of the model's BIO-constrained Viterbi decoding and the gold tags, and the verb word (None for a
+    sentence without predicate), all kept so that the counts can be recomputed from the file."""
     tags = model.make_output_human_readable(output)["tags"]
     units = []
     for pred_tags, instance in zip(tags, instances):
-        gold_tags = list(instance.fields["tags"].labels)
-        pred = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(pred_tags, classes_to_ignore=["V"])}
-        gold = {(l, a, b) for l, (a, b) in span_utils.bio_tags_to_spans(gold_tags, classes_to_ignore=["V"])}
-        units.append({"pred": sorted(pred), "gold": sorted(gold),
-                      "counts": [len(pred & gold), len(pred - gold), len(gold - pred)]})
+        metadata = instance.fields["metadata"].metadata
+        verb = None if metadata["verb_index"] is None else metadata["words"][metadata["verb_index"]]
+        gold_tags = list(metadata["gold_tags"])
+        units.append({"pred": list(pred_tags), "gold": gold_tags, "verb": verb,
+                      "counts": srl_eval_counts(pred_tags, gold_tags, verb)})
     return units
 
 
@@ -156,6 +204,8 @@ class UnitPredictionsCallback(TrainerCallback):
                 units = predict_units(model, reader, config[key], extract)
                 splits[split] = {"ids": [u["id"] for u in units], "counts": [u["counts"] for u in units],
                                  "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
+                if units and "verb" in units[0]:  # SRL: the word srl-eval.pl sees as the target (_srl_units)
+                    splits[split]["verb"] = [u["verb"] for u in units]
         path = os.path.join(self.serialization_dir, "unit_predictions.json.gz")
         with gzip.open(path + ".partial", "wt") as f:
             json.dump({"format": 1, "metric": metric, "splits": splits, "seconds": round(time.time() - started, 2)}, f)

@@ -222,6 +222,15 @@ def test_baseline_learns_and_evaluates_with_the_perl_f1(train_task, tmp_path):
 
     kept = keep_predictions(run_dir, tmp_path, "f1-measure-overall", metrics)
     assert kept["metric"] == "span_f1" and set(kept["units"]) == {"dev", "test"}, kept
+    # the file alone gives the counts back: the predicted and gold tags and the verb word are kept
+    import gzip
+
+    from runner.execute import PREDICTIONS
+    from tasks.predictions import srl_eval_counts
+
+    dev = json.loads(gzip.decompress((tmp_path / PREDICTIONS).read_bytes()))["splits"]["dev"]
+    assert dev["counts"] == [srl_eval_counts(*unit) for unit in zip(dev["pred"], dev["gold"], dev["verb"])]
+    assert dev["verb"] == ["bought", "sold"] and dev["gold"][0][:2] == ["B-ARG0", "B-V"]
 
 
 @needs_perl
