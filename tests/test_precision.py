@@ -231,3 +231,20 @@ def test_embed_in_bfloat16_writes_float32_vectors_close_to_float32s(tmp_path, ca
         for k in range(len(SENTENCES)):
             a, b = torch.from_numpy(full[str(k)][...]), torch.from_numpy(low[str(k)][...])
             assert b.dtype == torch.float32 and 1e-4 < float((a - b).abs().max()) < BF16_ATOL
+
+
+def test_the_pretraining_check_goes_on_past_one_pass_over_its_training_text(tmp_path):
+    """tools/precision_pretrain_check.py: --tokens beyond one pass over --train starts the next epoch as
+    LmTrainer.run does (the 5M-token check on a 3M-token text stopped with StopIteration at the first pass's end)."""
+    from tests.test_pretrain import write_corpus
+    from tools.precision_pretrain_check import main as check
+
+    data = write_corpus(tmp_path)  # 800 lines of ~7 tokens: 2 windows of 128 x 20 per pass
+    out = tmp_path / "check.json"
+    check(["--options", str(data / "options.json"), "--train", str(data / "train.txt"), "--heldout",
+           str(data / "heldout.txt"), "--heldout-tokens", "500", "--vocab-size", "100", "--negatives", "16",
+           "--tokens", str(5 * 128 * 20), "--eval-every", "5", "--out", str(out)])
+    report = json.loads(out.read_text())
+    last = report["evaluations"][-1]
+    assert last["step"] == 5 and last["tokens"] > 4 * 128 * 20  # two passes and a half (a pass's last window is short)
+    assert all(0 < last[p]["heldout"] < report["evaluations"][0][p]["heldout"] for p in ("float32", "bfloat16"))

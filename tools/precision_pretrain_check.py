@@ -78,9 +78,15 @@ def main(argv=None):
         os.replace(tmp, args.out)
         print(json.dumps(row), flush=True)
 
+    def windows(trainer):
+        """Epoch after epoch as LmTrainer.run: each epoch reshuffles the lines (seeded by epoch) and starts from zero
+        state (a --tokens beyond one pass over --train used to end in StopIteration)."""
+        while True:
+            yield from trainer.train_text.window_pairs(train.shuffled_ids(args.seed, trainer.epoch), 128, 20)
+            trainer.epoch, trainer.window, trainer.state = trainer.epoch + 1, 0, None
+
     evaluate()
-    ids = train.shuffled_ids(args.seed, 0)  # epoch 0's order, as LmTrainer.run
-    streams = {p: t.train_text.window_pairs(ids, 128, 20) for p, t in trainers.items()}
+    streams = {p: windows(t) for p, t in trainers.items()}
     for step in range(1, math.ceil(args.tokens / (128 * 20)) + 1):
         for precision in (PRECISIONS if step % 2 else PRECISIONS[::-1]):  # alternate who goes first
             trainer = trainers[precision]
