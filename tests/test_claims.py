@@ -164,3 +164,16 @@ def test_absent_sweeps_are_not_listed_and_probe_claims_use_the_bootstrap(built):
     assert "holds" not in table6 and "**supports**" in table6 and "bootstrap, 200 sentences" in table6
     assert "units" not in summary["sweeps"]["table6"]["probe"]["result"]  # per-example units stay in the runs
     assert summary["claims"]["verdicts"]["table1.snli"] == "supports"
+
+
+def test_a_claim_beyond_the_axis_is_named_as_untestable():
+    """SRL's "ELMo at 1 % ≈ baseline at 10 %" needs a 10 % point; an axis that stops at 2.8 % says so."""
+    from runner.claims import untestable
+
+    figure = {"name": "figure1", "kind": "curve", "tasks": ["snli", "srl"],
+              "x": {"knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "full_percent": 1.8,
+                    "tasks": {"srl": {"values": ["0.036", "1.0"], "full_percent": 2.78}}}}
+    [line] = untestable([figure])
+    assert line.startswith("Figure 1 (Sec. 5.4): SRL") and "stops at 2.8 %" in line
+    figure["x"]["tasks"]["srl"] = {"values": ["0.01", "0.1", "1.0"], "full_percent": 100}  # 1 % and 10 % are points
+    assert untestable([figure]) == []
