@@ -8,9 +8,11 @@ when autograd is not recording (``_scratch``).
 
 Inference (autograd not recording, CPU, float32) runs the steps batch-major through oneDNN's linear with the weights
 prepacked (``_onednn_weights``); training keeps the feature-major MKL path. ``ELMO_ONEDNN=0`` turns oneDNN off.
+Training runs the time loop as one autograd node (``_Recurrence``: the recurrent and projection weights' gradients
+as one GEMM each over all positions); ``ELMO_LSTM_RECURRENCE=0`` records the step loop instead.
 Under bfloat16 autocast (``elmo_module.precision``) inference prepacks bfloat16 copies instead, the input part's
-weight too, and training's GEMMs are autocast's; either way the gates come back to float32 before the nonlinearities
-(the cell state is float32) and the layer returns float32.
+weight too, and training's GEMMs run in bfloat16 too; either way the gates come back to float32 before the
+nonlinearities (the cell state is float32) and the layer returns float32.
 """
 import functools
 import os
@@ -20,12 +22,22 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from elmo_module import precision
 
 _scratch_memory = threading.local()  # per thread (the two directions run in two): layer -> {name: flat tensor}
 _packed_memory = weakref.WeakKeyDictionary()  # layer -> (its weights' (address, version), their oneDNN copies)
 USE_ONEDNN = os.environ.get("ELMO_ONEDNN", "1") != "0"  # 0: the plain MKL path everywhere (for comparisons)
+# 0: training records the step loop's autograd graph (``_step``) instead of ``_Recurrence`` (the reference of
+# tests/test_lstm_backward.py, and the "old" side of tools/lstm_backward_bench.py)
+USE_RECURRENCE = os.environ.get("ELMO_LSTM_RECURRENCE", "1") != "0"
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """A bfloat16 GEMM's output in float32 for the gate math; float32 (a no-op, as ``.float()`` was) and float64 as
+    they are."""
+    return t if t.dtype in (torch.float32, torch.float64) else t.float()
 
 
 def _scratch(owner: nn.Module, name: str, shape: Tuple[int, int],
@@ -97,6 +109,143 @@ class Packed(NamedTuple):
     dtype: torch.dtype
 
 
+class _Recurrence(torch.autograd.Function):
+    """The time loop of one ``ProjectedLstmLayer`` call in training, as one autograd node (issue 24).
+
+    Recorded step by step (``_step``), autograd computes the gradients of ``state_weight`` and ``projection`` as one
+    small GEMM per time step and adds each into the sum so far (in bfloat16 with a cast per step too): at full size
+    12 % of a bfloat16 training step (docs/speed.md). Here the forward runs the steps without a graph and keeps what
+    the backward needs; the backward walks the steps in reverse computing only the data gradients (dh, dc, each
+    step's gate gradient), then each weight's gradient as ONE GEMM over all positions: d state_weight = dGates @
+    Hprev^T, d projection = dHraw @ M^T. dGates is also the gradient of ``pre`` (the input part of the gates), so
+    autograd of the input GEMM gives input_weight's, bias's and the inputs' gradients as before.
+
+    Layout as ``ProjectedLstmLayer.forward`` (feature-major, time-major packed): pre (4C, N), step t's running rows
+    are columns [offsets[t], offsets[t + 1]); h0 (P, B), c0 (C, B). The cell is TF's ``LSTMCell`` as ``_step`` runs
+    it: gates i, j, f, o (forget bias already in ``pre``); c = sigmoid(f) c + sigmoid(i) tanh(j) clipped to
+    +-cell_clip; h = W_p (sigmoid(o) tanh(c)) clipped to +-proj_clip. A clip passes the gradient where
+    -clip <= x <= clip, as torch.clamp's backward (and tf.clip_by_value's, bilm-tf's clipping) does.
+
+    ``dtype`` is the GEMMs' dtype: bfloat16 under autocast (``elmo_module.precision``: the weights are cast once per
+    call; the gate math, the cell state and the data gradients stay float32; the weight gradients are bfloat16 GEMMs
+    returned as float32), else the weights' own. Returns the outputs h (P, N) and every row's final state (h (P, B),
+    c (C, B)) in float32 (float64 for float64 weights). Device-agnostic; not run on CUDA (no GPU here).
+
+    The forward runs ``_step``'s ops on same-shaped contiguous per-step tensors (torch's vectorized loops and their
+    scalar tails round sigmoid and tanh differently), so float32 outputs are bit-identical to the step loop's. The
+    gradients differ from the step loop's by rounding only: one GEMM sums over all positions where the loop summed
+    a GEMM per step, and dh's and dc's terms are added in another order. Per-step tensors rather than (rows, N)
+    buffers also for memory: glibc maps allocations above its mmap threshold (at most 32 MB) afresh at every call,
+    a page fault per 4 KB, where freed per-step tensors (8 MB at full size) are reused.
+    """
+
+    @staticmethod
+    def forward(ctx, pre, h0, c0, state_weight, projection, sizes, cell_clip, proj_clip, dtype):
+        with torch.autocast(pre.device.type, enabled=False):  # the casts are explicit here
+            wide = torch.promote_types(dtype, torch.float32)  # the gate math's dtype
+            (p, batch), cells, n_all = h0.shape, c0.size(0), sum(sizes)
+            pre_dtype, w, w_p, pre = pre.dtype, state_weight.to(dtype), projection.to(dtype), pre.to(dtype)  # once
+            h_prev, m_all = pre.new_empty(p, n_all), pre.new_empty(cells, n_all)  # the weight gradients' operands
+            out = h0.new_empty(p, n_all, dtype=wide)
+            final_h, final_c = h0.new_empty(p, batch, dtype=wide), h0.new_empty(cells, batch, dtype=wide)
+            acts, cell, tanh_c, cell_ok, proj_ok = [], [], [], [], []  # per step
+            h, c, running, offset = h0, c0.to(wide), batch, 0
+            for n in sizes:
+                if n < running:  # rows n..running-1 ended at the last step: their final state
+                    final_h[:, n:running], final_c[:, n:running], running = h[:, n:running], c[:, n:running], n
+                    h, c = h[:, :n].contiguous(), c[:, :n]
+                cols = slice(offset, offset + n)
+                h_prev[:, cols] = h
+                gates = _wide(torch.addmm(pre[:, cols], w, h.to(dtype)))  # (4C, n), as _step
+                i, j, f, o = gates.chunk(4)
+                i.sigmoid_(), j.tanh_(), f.sigmoid_(), o.sigmoid_()
+                c = torch.mul(f, c).add_(i * j)  # as _step rounds it
+                if cell_clip:
+                    cell_ok.append(torch.le(c.abs(), cell_clip, out=torch.empty_like(c)))  # 1 where the clip passes
+                    c.clamp_(-cell_clip, cell_clip)
+                tc = torch.tanh(c)
+                m = (o * tc).to(dtype)  # bfloat16: the projection GEMM's operand
+                m_all[:, cols] = m
+                h = torch.mm(w_p, m)
+                if proj_clip:
+                    proj_ok.append(torch.le(h.abs(), proj_clip, out=torch.empty_like(h, dtype=wide)))
+                    h.clamp_(-proj_clip, proj_clip)
+                out[:, cols] = h
+                acts.append(gates), cell.append(c), tanh_c.append(tc)
+                offset += n
+            final_h[:, :running], final_c[:, :running] = h, c
+        ctx.sizes, ctx.clips, ctx.dtypes = sizes, (cell_clip, proj_clip), (pre_dtype, state_weight.dtype)
+        ctx.steps = acts, cell, tanh_c, cell_ok, proj_ok  # internal tensors nobody else sees
+        ctx.initial_dtypes = h0.dtype, c0.dtype
+        ctx.save_for_backward(h_prev, m_all, w, w_p, c0)
+        return out, final_h, final_c
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_out, d_final_h, d_final_c):
+        h_prev, m_all, w, w_p, c0 = ctx.saved_tensors
+        acts, cell, tanh_c, cell_ok, proj_ok = ctx.steps
+        (cell_clip, proj_clip), sizes = ctx.clips, ctx.sizes
+        sigmoid_backward, tanh_backward = torch.ops.aten.sigmoid_backward, torch.ops.aten.tanh_backward
+        with torch.autocast(w.device.type, enabled=False):
+            dtype, cells, n_all = w.dtype, c0.size(0), h_prev.size(1)
+            d_gates = w.new_empty(4 * cells, n_all)  # d (pre + W h) at every position: pre's gradient
+            d_h_raw = torch.empty_like(h_prev)  # d (W_p m): h's gradient before the projection clip
+            # memory for the steps' temporaries, taken once (fresh memory costs a page fault per 4 KB: at full size
+            # a new 8 MB gate gradient per step cost more than the GEMMs saved)
+            wide, most = acts[0].dtype, 4 * cells * sizes[0]
+            gate_memory, temp_memory = acts[0].new_empty(most), acts[0].new_empty(most // 4)
+            low_memory = w.new_empty(most) if dtype != wide else None  # the gate gradient in bfloat16
+            dh = dc = None  # the gradient on the state the later step started from (its rows)
+            offset = n_all
+            for t in reversed(range(len(sizes))):
+                n, later = sizes[t], sizes[t + 1] if t + 1 < len(sizes) else 0
+                cols = slice(offset - n, offset)
+                offset -= n
+                temp = temp_memory[:cells * n].view(cells, n)
+                # h_t and c_t: the output's gradient, the later step's (its rows), the final state's (rows ending here)
+                d_h = d_out[:, cols].clone()
+                d_c = torch.empty_like(cell[t])
+                if later:
+                    d_h[:, :later] += dh
+                    d_c[:, :later] = dc
+                if later < n:
+                    d_h[:, later:] += d_final_h[:, later:n]
+                    d_c[:, later:] = d_final_c[:, later:n]
+                if proj_clip:
+                    d_h.mul_(proj_ok[t])
+                d_h = d_h.to(dtype)
+                d_h_raw[:, cols] = d_h
+                d_m = _wide(torch.mm(w_p.t(), d_h))
+                i, j, f, o = acts[t].chunk(4)
+                d_g = gate_memory[:4 * cells * n].view(4 * cells, n)
+                d_i, d_j, d_f, d_o = d_g.chunk(4)
+                # m = sigmoid(o) tanh(c)
+                sigmoid_backward.grad_input(torch.mul(d_m, tanh_c[t], out=temp), o, grad_input=d_o)
+                d_c += tanh_backward.grad_input(d_m.mul_(o), tanh_c[t], grad_input=temp)
+                if cell_clip:
+                    d_c.mul_(cell_ok[t])
+                c_before = c0[:, :n] if t == 0 else cell[t - 1][:, :n]
+                # c = sigmoid(f) c_before + sigmoid(i) tanh(j)
+                sigmoid_backward.grad_input(torch.mul(d_c, c_before, out=temp), f, grad_input=d_f)
+                sigmoid_backward.grad_input(torch.mul(d_c, j, out=temp), i, grad_input=d_i)
+                tanh_backward.grad_input(torch.mul(d_c, i, out=temp), j, grad_input=d_j)
+                dc = d_c.mul_(f)
+                if low_memory is not None:
+                    d_g = low_memory[:4 * cells * n].view(4 * cells, n).copy_(d_g)
+                d_gates[:, cols] = d_g
+                if t or ctx.needs_input_grad[1]:
+                    dh = _wide(torch.mm(w.t(), d_g))
+            needs = ctx.needs_input_grad
+            # rows of length 0 keep their initial state: the final state's gradient goes to it
+            d_h0 = torch.cat([dh, d_final_h[:, sizes[0]:]], dim=1).to(ctx.initial_dtypes[0]) if needs[1] else None
+            d_c0 = torch.cat([dc, d_final_c[:, sizes[0]:]], dim=1).to(ctx.initial_dtypes[1]) if needs[2] else None
+            # the weights' gradients: one GEMM each over all positions
+            d_w = _wide(torch.mm(d_gates, h_prev.t())).to(ctx.dtypes[1]) if needs[3] else None
+            d_w_p = _wide(torch.mm(d_h_raw, m_all.t())).to(ctx.dtypes[1]) if needs[4] else None
+        return d_gates.to(ctx.dtypes[0]), d_h0, d_c0, d_w, d_w_p, None, None, None, None
+
+
 class ProjectedLstmLayer(nn.Module):
     """TF ``LSTMCell(num_proj, cell_clip, proj_clip)``; weights in TF layout, gate order i, j, f, o.
 
@@ -127,7 +276,7 @@ class ProjectedLstmLayer(nn.Module):
             gates = torch.addmm(pre_t, self.state_weight, h, out=gates)
         else:
             gates = torch.ops.mkldnn._linear_pointwise.binary(h, pre_t, packed.state, None, "add")
-        gates = gates.float()  # a bfloat16 GEMM's output: the nonlinearities and the cell state in float32
+        gates = _wide(gates)  # a bfloat16 GEMM's output: the nonlinearities and the cell state in float32
         i, j, f, o = gates.chunk(4, dim=0 if packed is None else 1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
         if self.cell_clip:
@@ -223,10 +372,34 @@ class ProjectedLstmLayer(nn.Module):
             out = _scratch(self, "input_part", gates_shape(index.numel()), distinct_part)
             pre = torch.index_select(distinct_part, d, index, out=out)
         h, c = rows(state[0]), rows(state[1])
+        recorded = torch.is_grad_enabled() and any(t.requires_grad for t in (pre, h, c, *self.parameters()))
+        if USE_RECURRENCE and recorded and packed is None and sizes:
+            # training: the loop as one autograd node (_Recurrence); its GEMMs in pre's dtype (the input GEMM's:
+            # bfloat16 under autocast)
+            packed_out, final_h, final_c = (t.t() for t in _Recurrence.apply(
+                pre, h, c, self.state_weight, self.projection, sizes, self.cell_clip, self.proj_clip, pre.dtype))
+        else:
+            packed_out, (final_h, final_c) = self._loop(pre, h, c, sizes, packed)
+            packed_out = packed_out if packed_out is not None else inputs.new_zeros(0, proj)  # (N, P)
+        if full:
+            out = packed_out.reshape(steps, batch, proj)
+        else:
+            out = inputs.new_zeros(steps, batch, proj)
+            out[:len(sizes)][running_mask] = packed_out
+        return out.transpose(0, 1).contiguous(), (final_h, final_c)
+
+    def _loop(self, pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, sizes, packed: Optional[Packed]):
+        """The time loop step by step (``_step``): inference, and training where ``_Recurrence`` is not used.
+        Returns the outputs (N, P) (None without steps) and the final state of every row ((B, P), (B, C))."""
+        d = 1 if packed is None else 0  # the positions' dimension
+
+        def rows(t):  # this call's layout -> (positions, features)
+            return t.t() if packed is None else t
+
         if packed is not None:
             h = h.to(packed.dtype)  # the recurrent GEMM's operand (a no-op in float32)
         finished_h, finished_c = [], []  # final states of rows that ended, highest rows first
-        outputs, running = [], batch
+        outputs, running = [], h.size(d)
         # split, not pre[:, offset:offset + n]: in training, slicing would make autograd add a full-size (4C, N) zero
         # gradient per step (pretraining ran 1.5x slower); split's backward concatenates the step gradients once
         for n, pre_t in zip(sizes, pre.split(sizes, dim=d)):
@@ -236,15 +409,10 @@ class ProjectedLstmLayer(nn.Module):
                 h, c, running = h.narrow(d, 0, n).contiguous(), c.narrow(d, 0, n).contiguous(), n
             h, c = self._step(pre_t, h, c, packed)
             outputs.append(h)
-        packed_out = rows(torch.cat(outputs, dim=d)).float() if outputs else inputs.new_zeros(0, proj)  # (N, P)
-        if full:
-            out = packed_out.reshape(steps, batch, proj)
-        else:
-            out = inputs.new_zeros(steps, batch, proj)
-            out[:len(sizes)][running_mask] = packed_out
-        final_h = rows(torch.cat([h.float(), *(t.float() for t in reversed(finished_h))], dim=d))
+        packed_out = _wide(rows(torch.cat(outputs, dim=d))) if outputs else None
+        final_h = rows(torch.cat([_wide(h), *(_wide(t) for t in reversed(finished_h))], dim=d))
         final_c = rows(torch.cat([c, *reversed(finished_c)], dim=d))
-        return out.transpose(0, 1).contiguous(), (final_h, final_c)
+        return packed_out, (final_h, final_c)
 
 
 def reverse_within_length(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

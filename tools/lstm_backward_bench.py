@@ -1,0 +1,99 @@
+"""Pretraining speed with the LSTM's one-node recurrence (``elmo_module.lstm._Recurrence``, issue 24) against the
+step-by-step autograd graph it replaced, in float32 and mixed bfloat16, in one process.
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size mini --steps 20
+    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size full --steps 3
+
+One ``LmTrainer`` per precision, built as ``pretrain`` builds it (mini: runner/profiles/mini_bilm_options.json;
+full: elmo_module.benchmark.FULL_SIZE), on the first ``--max-tokens`` of ``--train`` (a small vocabulary: the
+softmax is not what is measured). Every window is trained by the four variants (old/new x float32/bfloat16) in
+turn, the order alternating, each from the same weights, optimizer state, carried LSTM state and random streams
+(restored before the second, outside the timing; the second's result is kept), so the machine's load falls on
+all four alike. Prints tokens/s of each and the ratios; the losses of old and new are printed too (they agree to
+rounding in float32).
+"""
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from elmo_module import lstm
+from elmo_module.benchmark import FULL_SIZE
+from elmo_module.bilm import ElmoBiLm
+from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
+from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
+from elmo_module.options import BiLmOptions
+
+VARIANTS = [(p, v) for p in ("float32", "bfloat16") for v in ("old", "new")]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", choices=("mini", "full"), default="mini")
+    p.add_argument("--steps", type=int, default=20, help="timed windows (after one warm-up window)")
+    p.add_argument("--train", default="../shared/data/lm_corpus/wikinews_01.txt")
+    p.add_argument("--max-tokens", type=int, default=100000)
+    p.add_argument("--negatives", type=int, default=1024)
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    options = (BiLmOptions.load("runner/profiles/mini_bilm_options.json") if args.size == "mini"
+               else BiLmOptions.from_dict(FULL_SIZE))
+    options.n_characters = 262
+    corpus = read_corpus([Path(args.train)], TOKENIZERS["simple"], max_tokens=args.max_tokens)
+    vocabulary = build_vocabulary(corpus, 50000, 1)
+    text = LmText(corpus, vocabulary, options.max_chars)
+    trainers = {}
+    for precision in ("float32", "bfloat16"):
+        torch.manual_seed(0)
+        model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
+        init_like_bilm_tf(model.bilm)
+        trainers[precision] = LmTrainer(model, vocabulary, text, TrainingSettings(negatives=args.negatives,
+                                                                                    precision=precision))
+    windows = text.window_pairs(corpus.shuffled_ids(0, 0), 128, 20)
+    seconds = {v: [] for v in VARIANTS}
+    losses = {v: [] for v in VARIANTS}
+    for step in range(args.steps + 1):
+        _, *window = next(windows)
+        for precision, trainer in trainers.items():
+            saved = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.optimizer.state_dict()),
+                     trainer.state, trainer.sampler.get_state(), torch.get_rng_state())
+            order = ("old", "new") if step % 2 else ("new", "old")
+            for k, variant in enumerate(order):
+                if k:  # the second variant starts where the first did
+                    trainer.model.load_state_dict(saved[0])
+                    trainer.optimizer.load_state_dict(saved[1])
+                    trainer.state = saved[2]
+                    trainer.sampler.set_state(saved[3])
+                    torch.set_rng_state(saved[4])
+                lstm.USE_RECURRENCE = variant == "new"
+                started = time.perf_counter()
+                loss = trainer.train_step(*window)
+                if step:  # step 0 warms up
+                    seconds[precision, variant].append(time.perf_counter() - started)
+                    losses[precision, variant].append(loss)
+        if step:
+            print(json.dumps({"step": step, **{f"{p}/{v}": round(seconds[p, v][-1], 3) for p, v in VARIANTS}}),
+                  flush=True)
+    tokens = 128 * 20 * args.steps
+    rate = {v: tokens / sum(s) for v, s in seconds.items()}
+    print(f"{args.size}: {args.steps} windows of 128 x 20 tokens, tokens/s: "
+          + ", ".join(f"{p} {v} {rate[p, v]:.1f}" for p, v in VARIANTS))
+
+    def ratio(a, b):
+        per_step = [y / x for x, y in zip(seconds[a], seconds[b])]
+        return f"{rate[a] / rate[b]:.3f}x (per window {min(per_step):.3f}-{max(per_step):.3f})"
+    print("new / old float32:", ratio(("float32", "new"), ("float32", "old")))
+    print("new / old bfloat16:", ratio(("bfloat16", "new"), ("bfloat16", "old")))
+    print("new bfloat16 / new float32:", ratio(("bfloat16", "new"), ("float32", "new")))
+    print("new bfloat16 / old float32:", ratio(("bfloat16", "new"), ("float32", "old")))
+    for precision in ("float32", "bfloat16"):
+        diff = max(abs(a - b) for a, b in zip(losses[precision, "old"], losses[precision, "new"]))
+        print(f"{precision}: max |loss old - loss new| {diff:.3g}")
+
+
+if __name__ == "__main__":
+    main()
