@@ -1,16 +1,17 @@
 """Pretraining speed with the LSTM's one-node recurrence (``elmo_module.lstm._Recurrence``, issue 24) against the
-step-by-step autograd graph it replaced, in float32 and mixed bfloat16, in one process.
+step-by-step autograd graph it replaced (``lstm.USE_RECURRENCE = False``), float32 and mixed bfloat16, one process.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size mini --steps 20
-    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size full --steps 3
+    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size mini --steps 30 --max-tokens 0
+    OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size full --steps 5 --max-tokens 0
 
 One ``LmTrainer`` per precision, built as ``pretrain`` builds it (mini: runner/profiles/mini_bilm_options.json;
-full: elmo_module.benchmark.FULL_SIZE), on the first ``--max-tokens`` of ``--train`` (a small vocabulary: the
-softmax is not what is measured). Every window is trained by the four variants (old/new x float32/bfloat16) in
-turn, the order alternating, each from the same weights, optimizer state, carried LSTM state and random streams
-(restored before the second, outside the timing; the second's result is kept), so the machine's load falls on
-all four alike. Prints tokens/s of each and the ratios; the losses of old and new are printed too (they agree to
-rounding in float32).
+full: elmo_module.benchmark.FULL_SIZE), on the first ``--max-tokens`` of ``--train``. The default 100k tokens give an
+11,928-word vocabulary; the softmax and its optimizer update (the same work in every variant and precision) grow with
+the vocabulary, so ``--max-tokens 0`` (the whole file: 42,656 words of wikinews_01) gives the ratios of a real one.
+Every window is trained by the four variants (old/new x float32/bfloat16) in turn, old and new in alternating
+order, the second from the same weights, optimizer state, carried LSTM state and random streams as the first
+(restored outside the timing; the second's result is kept), so the machine's load falls on all alike. Prints each
+window's seconds, tokens/s of each variant and the ratios, and the largest loss difference of old and new.
 """
 import argparse
 import copy
@@ -36,15 +37,16 @@ def main(argv=None):
     p.add_argument("--size", choices=("mini", "full"), default="mini")
     p.add_argument("--steps", type=int, default=20, help="timed windows (after one warm-up window)")
     p.add_argument("--train", default="../shared/data/lm_corpus/wikinews_01.txt")
-    p.add_argument("--max-tokens", type=int, default=100000)
+    p.add_argument("--max-tokens", type=int, default=100000, help="0: the whole file")
+    p.add_argument("--vocab-size", type=int, default=50000)
     p.add_argument("--negatives", type=int, default=1024)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     options = (BiLmOptions.load("runner/profiles/mini_bilm_options.json") if args.size == "mini"
                else BiLmOptions.from_dict(FULL_SIZE))
     options.n_characters = 262
-    corpus = read_corpus([Path(args.train)], TOKENIZERS["simple"], max_tokens=args.max_tokens)
-    vocabulary = build_vocabulary(corpus, 50000, 1)
+    corpus = read_corpus([Path(args.train)], TOKENIZERS["simple"], max_tokens=args.max_tokens or None)
+    vocabulary = build_vocabulary(corpus, args.vocab_size, 1)
     text = LmText(corpus, vocabulary, options.max_chars)
     trainers = {}
     for precision in ("float32", "bfloat16"):
@@ -80,7 +82,7 @@ def main(argv=None):
                   flush=True)
     tokens = 128 * 20 * args.steps
     rate = {v: tokens / sum(s) for v, s in seconds.items()}
-    print(f"{args.size}: {args.steps} windows of 128 x 20 tokens, tokens/s: "
+    print(f"{args.size}: vocabulary {len(vocabulary)}, {args.steps} windows of 128 x 20 tokens, tokens/s: "
           + ", ".join(f"{p} {v} {rate[p, v]:.1f}" for p, v in VARIANTS))
 
     def ratio(a, b):
