@@ -248,3 +248,28 @@ def test_the_pretraining_check_goes_on_past_one_pass_over_its_training_text(tmp_
     last = report["evaluations"][-1]
     assert last["step"] == 5 and last["tokens"] > 4 * 128 * 20  # two passes and a half (a pass's last window is short)
     assert all(0 < last[p]["heldout"] < report["evaluations"][0][p]["heldout"] for p in ("float32", "bfloat16"))
+
+
+def test_the_pretraining_check_resumes_from_its_checkpoint_to_the_figures_of_a_run_without_a_stop(tmp_path):
+    """tools/precision_pretrain_check.py --checkpoint: a check stopped after its first evaluation and run again with a
+    larger --tokens goes on where it stopped (both trainers' weights, optimizer, data position and random streams) and
+    ends with exactly the held-out perplexities of one uninterrupted run; a checkpoint of other settings is refused."""
+    from tests.test_pretrain import write_corpus
+    from tools.precision_pretrain_check import main as check
+
+    data = write_corpus(tmp_path)
+    common = ["--options", str(data / "options.json"), "--train", str(data / "train.txt"), "--heldout",
+              str(data / "heldout.txt"), "--heldout-tokens", "500", "--vocab-size", "100", "--negatives", "16",
+              "--eval-every", "2"]
+    whole, part, saved = tmp_path / "whole.json", tmp_path / "part.json", tmp_path / "check.pt"
+    check(common + ["--tokens", str(5 * 128 * 20), "--out", str(whole)])
+    check(common + ["--tokens", str(2 * 128 * 20), "--out", str(part), "--checkpoint", str(saved)])
+    assert [e["step"] for e in json.loads(part.read_text())["evaluations"]] == [0, 2]
+    check(common + ["--tokens", str(5 * 128 * 20), "--out", str(part), "--checkpoint", str(saved)])
+    resumed, uninterrupted = (json.loads(f.read_text())["evaluations"] for f in (part, whole))
+    assert [e["step"] for e in resumed] == [e["step"] for e in uninterrupted] == [0, 2, 4, 5]
+    for a, b in zip(resumed, uninterrupted):
+        assert a["tokens"] == b["tokens"]
+        assert [a[p]["heldout"] for p in ("float32", "bfloat16")] == [b[p]["heldout"] for p in ("float32", "bfloat16")]
+    with pytest.raises(SystemExit, match="was made with eval_every 2, this command gives 3"):
+        check(common[:-1] + ["3", "--tokens", str(6 * 128 * 20), "--out", str(part), "--checkpoint", str(saved)])

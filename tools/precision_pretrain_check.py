@@ -8,7 +8,11 @@ training tokens, and the training speed of each measured under the same load (is
 Both trainers are ``elmo_module.lm_trainer.LmTrainer`` as ``pretrain`` builds them (same initial weights, seed,
 vocabulary and data order); they take turns step by step, each with its own torch random state (dropout), so each
 sees exactly what it would see alone. Held-out perplexity is computed in float32 for both (it measures the weights).
-``--out`` is rewritten after every evaluation, so a run stopped early keeps its figures so far.
+``--out`` is rewritten after every evaluation, so a run stopped early keeps its figures so far. With ``--checkpoint
+FILE`` both trainers are saved there at every evaluation too (model, optimizer, data position, random states, seconds
+so far), and the same command run again goes on from it exactly where it stopped, to the same figures as a run
+without a stop (a larger ``--tokens`` extends a finished check); the 5M-token check takes ~80 min of a core, longer
+than a loaded machine's session leaves.
 """
 import argparse
 import json
@@ -21,6 +25,7 @@ from pathlib import Path
 import torch
 
 from elmo_module.bilm import ElmoBiLm
+from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import TOKENIZERS, build_vocabulary, expand_paths, read_corpus
 from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity
@@ -42,6 +47,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True, help="JSON written after every evaluation")
+    p.add_argument("--checkpoint", help="both trainers saved here at every evaluation; an existing one is resumed")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     options = BiLmOptions.load(args.options)
@@ -63,6 +69,35 @@ def main(argv=None):
         a if a.startswith("--") else json.dumps(a) for a in (argv or sys.argv[1:])),
         "vocabulary_size": len(vocabulary), "heldout_tokens": heldout.n_tokens, "threads": args.threads,
         "evaluations": []}
+    # what a resumed check must find again (the trainers' own settings, corpus and options are checked by restore)
+    identity = {"heldout": [str(f) for f in heldout.files], "heldout_tokens": heldout.n_tokens,
+                "eval_every": args.eval_every, "seed": args.seed, "options": options.to_dict()}
+    if args.checkpoint and Path(args.checkpoint).exists():
+        saved = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+        if not isinstance(saved, dict) or saved.get("identity", {}).keys() != identity.keys():
+            raise SystemExit(f"error: --checkpoint '{args.checkpoint}' is not a checkpoint of this tool")
+        for key, value in identity.items():
+            if saved["identity"][key] != value:
+                raise SystemExit(f"error: --checkpoint '{args.checkpoint}' was made with {key} {saved['identity'][key]!r}"
+                                 f", this command gives {value!r}; use another --checkpoint or the same arguments")
+        try:
+            for precision, trainer in trainers.items():
+                state = saved["trainers"][precision]
+                trainer.restore(state, args.checkpoint)
+                rng[precision], seconds[precision] = state["rng"]["torch"], saved["seconds"][precision]
+        except ElmoInputError as e:
+            raise SystemExit(f"error: {e}")
+        report["evaluations"] = saved["evaluations"]
+        print(f"resuming from '{args.checkpoint}' at step {trainers['float32'].step}", flush=True)
+
+    def save():
+        state = {"identity": identity, "seconds": dict(seconds), "evaluations": report["evaluations"], "trainers": {}}
+        for precision, trainer in trainers.items():
+            state["trainers"][precision] = trainer.checkpoint()
+            state["trainers"][precision]["rng"]["torch"] = rng[precision]  # each trainer's own stream, not the global
+        tmp = Path(args.checkpoint + ".partial")
+        torch.save(state, tmp)
+        os.replace(tmp, args.checkpoint)  # never a half-written checkpoint under the real name
 
     def evaluate():
         row = {"step": trainers["float32"].step, "tokens": trainers["float32"].tokens}
@@ -76,18 +111,22 @@ def main(argv=None):
         tmp = Path(args.out + ".partial")
         tmp.write_text(json.dumps(report, indent=1) + "\n")
         os.replace(tmp, args.out)
+        if args.checkpoint:
+            save()
         print(json.dumps(row), flush=True)
 
     def windows(trainer):
         """Epoch after epoch as LmTrainer.run: each epoch reshuffles the lines (seeded by epoch) and starts from zero
         state (a --tokens beyond one pass over --train used to end in StopIteration)."""
         while True:
-            yield from trainer.train_text.window_pairs(train.shuffled_ids(args.seed, trainer.epoch), 128, 20)
+            yield from trainer.train_text.window_pairs(train.shuffled_ids(args.seed, trainer.epoch), 128, 20,
+                                                       trainer.window)  # from the resumed window, then from 0
             trainer.epoch, trainer.window, trainer.state = trainer.epoch + 1, 0, None
 
-    evaluate()
+    if not report["evaluations"]:
+        evaluate()
     streams = {p: windows(t) for p, t in trainers.items()}
-    for step in range(1, math.ceil(args.tokens / (128 * 20)) + 1):
+    for step in range(trainers["float32"].step + 1, math.ceil(args.tokens / (128 * 20)) + 1):
         for precision in (PRECISIONS if step % 2 else PRECISIONS[::-1]):  # alternate who goes first
             trainer = trainers[precision]
             torch.set_rng_state(rng[precision])
@@ -101,7 +140,7 @@ def main(argv=None):
                 raise SystemExit(f"error: {precision} loss became {loss} at step {step}")
         if step % args.eval_every == 0:
             evaluate()
-    if trainers["float32"].step % args.eval_every:
+    if report["evaluations"][-1]["step"] != trainers["float32"].step:
         evaluate()
 
 
