@@ -12,6 +12,18 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture
+def one_thread():
+    """torch on one thread for the test (tiny models run faster so, and the 2-core machine is shared); used by the
+    biLM test modules through ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def task_env(tmp_path, monkeypatch):
     """Runs from the repo root (configs use repo-relative paths) with caches, wandb and nltk under tmp_path and every
     knob at its default, except SIZE=tiny and NUM_EPOCHS=2. Returns a setter for more knobs."""

@@ -18,12 +18,7 @@ CELL_CLIP, PROJ_CLIP = 1.0, 0.3  # small enough that both clips act at some posi
 LENGTHS = {"full": (7, 7, 7, 7), "ragged": (7, 7, 5, 2, 1), "empty_row": (6, 3, 0)}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def random_layer(dtype, inputs=8, cells=16, projection=6, seed=0, scale=0.8, clips=(CELL_CLIP, PROJ_CLIP)):

@@ -28,12 +28,7 @@ BF16_ATOL, BF16_COSINE = 0.05, 0.9995
 BATCHES = [SENTENCES[:3], SENTENCES[3:7], SENTENCES[1:2], SENTENCES]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class DtypesSeen(TorchDispatchMode):

@@ -50,12 +50,7 @@ def grammar_lines(n, seed, order=("s", "v", "o")):
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: faster, and the 2-core machine is shared
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def write_corpus(directory):
