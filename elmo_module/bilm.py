@@ -133,9 +133,10 @@ class ElmoBiLm(nn.Module):
                     inputs = out
             return outs, hs, cs
 
-        if torch.get_num_threads() >= 2:
+        if torch.get_num_threads() >= 2 and tokens.device.type == "cpu":
             # The two stacks are independent: half the cores each. Small-batch GEMMs scale badly over threads, so
-            # two stacks side by side beat one stack after the other on all cores (docs/speed.md).
+            # two stacks side by side beat one stack after the other on all cores (docs/speed.md). Not on CUDA: the
+            # GPU runs one stream either way, and a CUDA graph's capture (lstm._recurrence) must be alone.
             with _threads_per_op(torch.get_num_threads() // 2):
                 backward = _POOL.submit(run_stack, *stacks[1])
                 forward = run_stack(*stacks[0])

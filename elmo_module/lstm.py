@@ -9,14 +9,17 @@ when autograd is not recording (``_scratch``).
 Inference (autograd not recording, CPU, float32) runs the steps batch-major through oneDNN's linear with the weights
 prepacked (``_onednn_weights``); training keeps the feature-major MKL path. ``ELMO_ONEDNN=0`` turns oneDNN off.
 Training runs the time loop as one autograd node (``_Recurrence``: the recurrent and projection weights' gradients
-as one GEMM each over all positions); ``ELMO_LSTM_RECURRENCE=0`` records the step loop instead.
+as one GEMM each over all positions); ``ELMO_LSTM_RECURRENCE=0`` records the step loop instead. On CUDA that node
+is replayed as CUDA graphs (``_recurrence``; ``ELMO_CUDA_GRAPHS=0`` launches its kernels one by one).
 Under bfloat16 autocast (``elmo_module.precision``) inference prepacks bfloat16 copies instead, the input part's
 weight too, and training's GEMMs run in bfloat16 too; either way the gates come back to float32 before the
 nonlinearities (the cell state is float32) and the layer returns float32.
 """
 import functools
+import gc
 import os
 import threading
+import warnings
 import weakref
 from typing import NamedTuple, Optional, Tuple
 
@@ -32,6 +35,10 @@ USE_ONEDNN = os.environ.get("ELMO_ONEDNN", "1") != "0"  # 0: the plain MKL path 
 # 0: training records the step loop's autograd graph (``_step``) instead of ``_Recurrence`` (the reference of
 # tests/test_lstm_backward.py, and the "old" side of tools/lstm_backward_bench.py)
 USE_RECURRENCE = os.environ.get("ELMO_LSTM_RECURRENCE", "1") != "0"
+# 0: on CUDA, ``_Recurrence`` runs its kernels one launch at a time instead of replaying them as CUDA graphs
+USE_CUDA_GRAPHS = os.environ.get("ELMO_CUDA_GRAPHS", "1") != "0"
+_graphs = weakref.WeakKeyDictionary()  # layer -> {a call's shapes: its graphed _Recurrence} (``_recurrence``)
+GRAPHS_PER_LAYER = 4
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -129,7 +136,7 @@ class _Recurrence(torch.autograd.Function):
     ``dtype`` is the GEMMs' dtype: bfloat16 under autocast (``elmo_module.precision``: the weights are cast once per
     call; the gate math, the cell state and the data gradients stay float32; the weight gradients are bfloat16 GEMMs
     returned as float32), else the weights' own. Returns the outputs h (P, N) and every row's final state (h (P, B),
-    c (C, B)) in float32 (float64 for float64 weights). Device-agnostic; not run on CUDA (no GPU here).
+    c (C, B)) in float32 (float64 for float64 weights). Device-agnostic; on CUDA replayed as graphs (``_recurrence``).
 
     The forward runs ``_step``'s ops on same-shaped contiguous per-step tensors (torch's vectorized loops and their
     scalar tails round sigmoid and tanh differently), so float32 outputs are bit-identical to the step loop's. The
@@ -244,6 +251,50 @@ class _Recurrence(torch.autograd.Function):
             d_w = _wide(torch.mm(d_gates, h_prev.t())).to(ctx.dtypes[1]) if needs[3] else None
             d_w_p = _wide(torch.mm(d_h_raw, m_all.t())).to(ctx.dtypes[1]) if needs[4] else None
         return d_gates.to(ctx.dtypes[0]), d_h0, d_c0, d_w, d_w_p, None, None, None, None
+
+
+def _recurrence(layer: "ProjectedLstmLayer", pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, sizes):
+    """``_Recurrence`` of ``layer``; on CUDA replayed as a CUDA graph pair (forward and backward) per call shape.
+
+    Why: on an H200 a training step of the full-size biLM spent most of its time launching kernels (~4,600 per
+    step, the GPU busy ~15 % of the time; docs/speed.md#on-a-gpu): the time loop launches ~15 kernels per step and
+    direction forward and ~25 backward, each too small to fill the GPU. A graph replays them in one launch.
+    Pretraining's windows all have one shape (batch x unroll, every row full), so each layer captures once;
+    another shape (an epoch's last window) captures its own, the oldest of more than ``GRAPHS_PER_LAYER`` dropped.
+    The graph reads the weights where they are (an optimizer updates them in place; weights moved elsewhere are
+    copied in); the other inputs are copied into the graph's own tensors (``torch.cuda.make_graphed_callables``). Its outputs and the gradients it returns are the
+    graph's memory, valid until this layer's next call: every caller consumes them within the training step.
+    """
+    args = (pre, h, c, layer.state_weight, layer.projection)
+    static = (layer.cell_clip, layer.proj_clip, pre.dtype)
+    if not (USE_CUDA_GRAPHS and pre.is_cuda):
+        return _Recurrence.apply(*args, sizes, *static)
+    key = (tuple(sizes), static, tuple((t.shape, t.stride(), t.dtype, t.requires_grad) for t in args))
+    graphs = _graphs.setdefault(layer, {})
+    graphed = graphs.get(key)
+    with torch.autocast("cuda", enabled=False):  # capture refuses autocast's cache; _Recurrence casts explicitly
+        if graphed is None:
+            while len(graphs) >= GRAPHS_PER_LAYER:
+                graphs.pop(next(iter(graphs)))
+            # the weights as aliases (their memory, leaves of their own): the captured autograd graph then holds no
+            # gradient accumulator of the real weights (one made on the capture's side stream would warn and sync
+            # at every step); the capture itself warns so once (its warm-up and capture streams differ): silenced
+            samples = (tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in args[:3])
+                       + tuple(w.detach().requires_grad_(w.requires_grad) for w in args[3:]))
+            # A graph freed during a capture breaks it (cudaErrorStreamCaptureInvalidated, seen: a dropped graph or
+            # a dead model's lives in a reference cycle until the cyclic collector runs): collect now, not during
+            collecting = gc.isenabled()
+            gc.collect()
+            gc.disable()
+            try:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="The AccumulateGrad node's stream does not match")
+                    graphed = graphs[key] = torch.cuda.make_graphed_callables(
+                        lambda *a: _Recurrence.apply(*a, list(sizes), *static), samples)
+            finally:
+                if collecting:
+                    gc.enable()
+        return graphed(*args)
 
 
 class ProjectedLstmLayer(nn.Module):
@@ -376,8 +427,7 @@ class ProjectedLstmLayer(nn.Module):
         if USE_RECURRENCE and recorded and packed is None and sizes:
             # training: the loop as one autograd node (_Recurrence); its GEMMs in pre's dtype (the input GEMM's:
             # bfloat16 under autocast)
-            packed_out, final_h, final_c = (t.t() for t in _Recurrence.apply(
-                pre, h, c, self.state_weight, self.projection, sizes, self.cell_clip, self.proj_clip, pre.dtype))
+            packed_out, final_h, final_c = (t.t() for t in _recurrence(self, pre, h, c, sizes))
         else:
             packed_out, (final_h, final_c) = self._loop(pre, h, c, sizes, packed)
             packed_out = packed_out if packed_out is not None else inputs.new_zeros(0, proj)  # (N, P)
