@@ -261,18 +261,22 @@ def _recurrence(layer: "ProjectedLstmLayer", pre: torch.Tensor, h: torch.Tensor,
     direction forward and ~25 backward, each too small to fill the GPU. A graph replays them in one launch.
     Pretraining's windows all have one shape (batch x unroll, every row full), so each layer captures once;
     another shape (an epoch's last window) captures its own, the oldest of more than ``GRAPHS_PER_LAYER`` dropped.
+    Batches of ragged rows run their kernels one by one.
     The graph reads the weights where they are (an optimizer updates them in place; weights moved elsewhere are
     copied in); the other inputs are copied into the graph's own tensors (``torch.cuda.make_graphed_callables``). Its outputs and the gradients it returns are the
     graph's memory, valid until this layer's next call: every caller consumes them within the training step.
     """
     args = (pre, h, c, layer.state_weight, layer.projection)
     static = (layer.cell_clip, layer.proj_clip, pre.dtype)
-    if not (USE_CUDA_GRAPHS and pre.is_cuda):
+    if not (USE_CUDA_GRAPHS and pre.is_cuda and min(sizes) == max(sizes)):
+        # ragged rows (sentences of different lengths) change shape from batch to batch: a capture each (three
+        # warm-up runs and two captures) would cost more than it saves, so only full windows are graphed
         return _Recurrence.apply(*args, sizes, *static)
     key = (tuple(sizes), static, tuple((t.shape, t.stride(), t.dtype, t.requires_grad) for t in args))
     graphs = _graphs.setdefault(layer, {})
     graphed = graphs.get(key)
-    with torch.autocast("cuda", enabled=False):  # capture refuses autocast's cache; _Recurrence casts explicitly
+    # capture refuses autocast's cache (_Recurrence casts explicitly); the graph's streams are the current device's
+    with torch.autocast("cuda", enabled=False), torch.cuda.device(pre.device):
         if graphed is None:
             while len(graphs) >= GRAPHS_PER_LAYER:
                 graphs.pop(next(iter(graphs)))

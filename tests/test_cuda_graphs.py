@@ -89,3 +89,20 @@ def test_cpu_training_captures_no_graph(tmp_path, monkeypatch, one_thread):
     _, *window = next(t.train_text.window_pairs(t.train_text.corpus.shuffled_ids(0, 0), 8, 10))
     step(t, window, True, monkeypatch)
     assert not any(m in lstm._graphs for m in layers(t))
+
+
+@needs_cuda
+def test_ragged_batches_are_not_graphed(monkeypatch):
+    """Sentences of different lengths change the shape from batch to batch: a capture each would cost more than the
+    graph saves, so a recorded forward of a ragged batch runs eagerly; its gradients still arrive."""
+    options = BiLmOptions.load(str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json"))
+    bilm = ElmoBiLm(options).cuda()
+    monkeypatch.setattr(lstm, "USE_CUDA_GRAPHS", True)
+    from elmo_module import batch_to_ids
+
+    ids = batch_to_ids([["a", "ragged", "batch", "of", "words"], ["two", "rows"]]).cuda()
+    out = bilm(ids)
+    sum(layer.sum() for layer in out.layers).backward()
+    cells = [m for m in bilm.modules() if isinstance(m, lstm.ProjectedLstmLayer)]
+    assert not any(m in lstm._graphs for m in cells)
+    assert all(m.state_weight.grad is not None and m.state_weight.grad.abs().sum() > 0 for m in cells)
