@@ -261,10 +261,10 @@ def _recurrence(layer: "ProjectedLstmLayer", pre: torch.Tensor, h: torch.Tensor,
     direction forward and ~25 backward, each too small to fill the GPU. A graph replays them in one launch.
     Pretraining's windows all have one shape (batch x unroll, every row full), so each layer captures once;
     another shape (an epoch's last window) captures its own, the oldest of more than ``GRAPHS_PER_LAYER`` dropped.
-    Batches of ragged rows run their kernels one by one.
-    The graph reads the weights where they are (an optimizer updates them in place; weights moved elsewhere are
-    copied in); the other inputs are copied into the graph's own tensors (``torch.cuda.make_graphed_callables``). Its outputs and the gradients it returns are the
-    graph's memory, valid until this layer's next call: every caller consumes them within the training step.
+    Batches of ragged rows run their kernels one by one. The graph reads the weights where they are (an optimizer
+    updates them in place; weights moved elsewhere are copied in); the other inputs are copied into the graph's own
+    tensors (``torch.cuda.make_graphed_callables``). Its outputs and the gradients it returns are the graph's memory,
+    valid until this layer's next call: every caller consumes them within the training step.
     """
     args = (pre, h, c, layer.state_weight, layer.projection)
     static = (layer.cell_clip, layer.proj_clip, pre.dtype)
