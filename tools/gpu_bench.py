@@ -12,8 +12,8 @@ variants float32 (TF32 off: torch's default), float32 with TF32 matrix products,
 ``LmTrainer.train_step`` (windows of batch x 20 tokens, sampled softmax) of the mini biLM (1024 negatives) and the
 full-size one (8192, bilm-tf's n_negative_samples_batch), float32 and bfloat16, each with the LSTM's kernels launched
 one by one and replayed as CUDA graphs (``lstm._recurrence``; ``--device cpu`` has no graphs: both run alike), on
-synthetic Zipf text of 50,000 word types (the device machine has no corpus). The plain-PyTorch stack runs there as it is (no allennlp), so the
-allennlp ratio is not measured on GPU.
+synthetic Zipf text of 50,000 word types (the device machine has no corpus). The plain-PyTorch stack runs there as
+it is (no allennlp), so the allennlp ratio is not measured on GPU.
 """
 import argparse
 import json
@@ -170,7 +170,8 @@ def profile(device, fn, n, out_file: Path):
         synchronize(device)
         wall = time.perf_counter() - started
     averages = prof.key_averages()
-    launches = {e.key: e.count // n for e in averages if e.key.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch"))}
+    kinds = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch")
+    launches = {e.key: e.count // n for e in averages if e.key.startswith(kinds)}
     sort = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
     try:
         table = averages.table(sort_by=sort, row_limit=15)
