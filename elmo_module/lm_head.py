@@ -71,6 +71,15 @@ class BiLanguageModel(nn.Module):
         return top_f, top_b, (torch.stack([h_f, h_b], dim=1), torch.stack([c_f, c_b], dim=1))
 
 
+def new_language_model(options, vocabulary_size: int, dropout: float, seed: int) -> "BiLanguageModel":
+    """A fresh language model as ``pretrain`` starts one: torch seeded with ``seed``, then the biLM, the softmax and
+    bilm-tf's initialisers of the token layer (``init_like_bilm_tf``), so equal seeds give equal models."""
+    torch.manual_seed(seed)
+    model = BiLanguageModel(ElmoBiLm(options), vocabulary_size, dropout)
+    init_like_bilm_tf(model.bilm)
+    return model
+
+
 def init_like_bilm_tf(bilm: ElmoBiLm) -> None:
     """bilm-tf's initialisers for the token layer of a fresh model: CNN U(-0.05, 0.05) (relu) or N(0, 1/(w*d)) (tanh),
     highway and projection N(0, 1/n), carry bias -2 (the highway starts close to the identity), other biases 0."""

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import torch
 
-from elmo_module.bilm import ElmoBiLm
 from elmo_module.device import resolve
 from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import TOKENIZERS, Corpus, build_vocabulary, expand_paths, read_corpus
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf, load_language_model, write_language_model
+from elmo_module.lm_head import BiLanguageModel, load_language_model, new_language_model, write_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity, read_checkpoint
 from elmo_module.options import BiLmOptions
 from elmo_module.pause_points import pause_point
@@ -135,9 +134,7 @@ def run_pretrain(args) -> int:
     heldout = _read(args, args.heldout, "--heldout", args.heldout_tokens)
     vocabulary = checkpoint["vocabulary"] if checkpoint else build_vocabulary(train, args.vocab_size, args.min_count)
 
-    torch.manual_seed(settings.seed)
-    model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), settings.dropout)
-    init_like_bilm_tf(model.bilm)
+    model = new_language_model(options, len(vocabulary), settings.dropout, settings.seed)
     model.to(args.device)
     trainer = LmTrainer(model, vocabulary, LmText(train, vocabulary, options.max_chars), settings)
     if checkpoint:

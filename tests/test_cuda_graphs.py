@@ -12,7 +12,7 @@ import torch
 from elmo_module import lstm
 from elmo_module.bilm import ElmoBiLm
 from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_head import new_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
 from tests.conftest import REPO_ROOT
@@ -30,9 +30,7 @@ def trainer(tmp_path, device, precision="float32", batch_size=8):
     vocabulary = build_vocabulary(corpus, 100, 1)
     options = BiLmOptions.load(str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json"))
     options.n_characters = 262
-    torch.manual_seed(0)
-    model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
-    init_like_bilm_tf(model.bilm)
+    model = new_language_model(options, len(vocabulary), 0.1, seed=0)
     settings = TrainingSettings(batch_size=batch_size, unroll=10, negatives=16, seed=3, precision=precision)
     return LmTrainer(model.to(device), vocabulary, LmText(corpus, vocabulary, options.max_chars), settings)
 

@@ -16,9 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elmo_module import ElmoInputError, batch_to_ids, load_bilm, lstm
 from elmo_module.activation_cache import ActivationCache, build_cache, file_checksum
-from elmo_module.bilm import ElmoBiLm
 from elmo_module.lm_data import read_corpus, tokenize_simple, build_vocabulary
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_head import new_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
@@ -137,9 +136,7 @@ def tiny_trainer(tmp_path, precision, negatives=8):
     vocabulary = build_vocabulary(corpus, 100, 1)
     options = BiLmOptions.from_dict(TINY_OPTIONS)
     options.n_characters = 262
-    torch.manual_seed(0)
-    model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
-    init_like_bilm_tf(model.bilm)
+    model = new_language_model(options, len(vocabulary), 0.1, seed=0)
     settings = TrainingSettings(batch_size=8, unroll=10, negatives=negatives, seed=3, precision=precision)
     return LmTrainer(model, vocabulary, LmText(corpus, vocabulary, options.max_chars), settings)
 

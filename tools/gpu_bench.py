@@ -28,9 +28,8 @@ import torch
 
 from elmo_module import Elmo, batch_to_ids, load_bilm, lstm
 from elmo_module.benchmark import FULL_SIZE, make_batches, write_full_size_weights
-from elmo_module.bilm import ElmoBiLm
 from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_head import new_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
 
@@ -119,9 +118,7 @@ def trainers(size, batch_size, device, corpus_path):
     text = LmText(corpus, vocabulary, options.max_chars)
     out = {}
     for p, graphs in VARIANTS:
-        torch.manual_seed(0)
-        model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
-        init_like_bilm_tf(model.bilm)
+        model = new_language_model(options, len(vocabulary), 0.1, seed=0)
         settings = TrainingSettings(batch_size=batch_size, negatives=1024 if size == "mini" else 8192, precision=p)
         out[p, graphs] = LmTrainer(model.to(device), vocabulary, text, settings)
     return out, text.window_pairs(corpus.shuffled_ids(0, 0), batch_size, 20)

@@ -23,9 +23,8 @@ import torch
 
 from elmo_module import lstm
 from elmo_module.benchmark import FULL_SIZE
-from elmo_module.bilm import ElmoBiLm
 from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_head import new_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
 
@@ -50,9 +49,7 @@ def main(argv=None):
     text = LmText(corpus, vocabulary, options.max_chars)
     trainers = {}
     for precision in ("float32", "bfloat16"):
-        torch.manual_seed(0)
-        model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
-        init_like_bilm_tf(model.bilm)
+        model = new_language_model(options, len(vocabulary), 0.1, seed=0)
         trainers[precision] = LmTrainer(model, vocabulary, text, TrainingSettings(negatives=args.negatives,
                                                                                     precision=precision))
     windows = text.window_pairs(corpus.shuffled_ids(0, 0), 128, 20)

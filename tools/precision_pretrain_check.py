@@ -24,10 +24,9 @@ from pathlib import Path
 
 import torch
 
-from elmo_module.bilm import ElmoBiLm
 from elmo_module.errors import ElmoInputError
 from elmo_module.lm_data import TOKENIZERS, build_vocabulary, expand_paths, read_corpus
-from elmo_module.lm_head import BiLanguageModel, init_like_bilm_tf
+from elmo_module.lm_head import new_language_model
 from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity
 from elmo_module.options import BiLmOptions
 
@@ -58,9 +57,7 @@ def main(argv=None):
     text, heldout_text = LmText(train, vocabulary, options.max_chars), LmText(heldout, vocabulary, options.max_chars)
     trainers, rng, seconds = {}, {}, {}
     for precision in PRECISIONS:  # as run_pretrain builds its model
-        torch.manual_seed(args.seed)
-        model = BiLanguageModel(ElmoBiLm(options), len(vocabulary), 0.1)
-        init_like_bilm_tf(model.bilm)
+        model = new_language_model(options, len(vocabulary), 0.1, args.seed)
         settings = TrainingSettings(negatives=args.negatives, seed=args.seed, precision=precision,
                                     vocab_size=args.vocab_size)
         trainers[precision], rng[precision], seconds[precision] = LmTrainer(model, vocabulary, text, settings), \
