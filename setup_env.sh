@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment (.venv) from requirements.lock, with Python 3.12 or 3.13.
 # Idempotent: returns at once when .venv already holds exactly this lock. Override the location with ELMO_VENV and the
-# interpreter with ELMO_PYTHON (a path to a python 3.12 or 3.13).
+# interpreter with ELMO_PYTHON (a path to a python 3.12 or 3.13). Refuses at once with less than 9 GB free on the venv's
+# disk (ELMO_SETUP_FREE_GB=N changes the figure).
 set -euo pipefail
 cd "$(dirname "$0")"
 venv=${ELMO_VENV:-.venv}
@@ -47,18 +48,31 @@ if [[ -z $python ]]; then
   exit 1
 fi
 if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
-    echo "setup_env.sh: $python has no venv/ensurepip module: install your distribution's python3.X-venv package (e.g. 'sudo apt install python3.12-venv'), then run this again." >&2
-    exit 1
-  fi
+  echo "setup_env.sh: $python has no venv/ensurepip module: install your distribution's python3.X-venv package (e.g. 'sudo apt install python3.12-venv'), then run this again." >&2
+  exit 1
+fi
 
-  pins=$(grep -E '^(torch|allennlp|allennlp-models)==' requirements.lock | tr '\n' ' ')
-  echo "setup_env.sh: creating $venv with $python ($("$python" --version 2>&1)) from requirements.lock: ${pins}(torch's"
-  echo "  PyPI build with CUDA 12.8 kernels for sm_70 to sm_120 GPUs, e.g. V100, T4, A100, L4, H100, RTX 50xx, and the CPU;"
-  echo "  allennlp's torch, spaCy, transformers and wandb pins are overridden on purpose, see requirements.overrides)."
-  echo "  First time: ~3.3 GB of downloads, ~8 GB on disk; a few minutes on a fast link."
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
-  "$venv/bin/python" tools/pip_check.py  # pip check, less the overrides that requirements.overrides names
-  echo "$want" > "$venv/.lock-sha256"
-  echo "setup_env.sh: ready ($venv)"
+# Free space first: a full disk otherwise fails deep inside pip ("[Errno 28] No space left on device"), after minutes,
+# with a half-built .venv left behind. The venv takes 8.1 GB (docs/environment.md); wheels fetched from the network
+# also sit in pip's TMPDIR until the install ends (~3.3 GB more, not counted: a local index or cache needs none).
+# The old .venv's own space counts as free, since it is replaced.
+need_gb=${ELMO_SETUP_FREE_GB:-9}
+parent=$(dirname "$venv"); mkdir -p "$parent"
+free_kb=$(df -Pk "$parent" | awk 'NR == 2 {print $4}')
+old_kb=$( [[ -d $venv ]] && du -sk "$venv" | cut -f1 || echo 0)
+have_gb=$(( (free_kb + old_kb) / 1048576 ))
+if (( have_gb < need_gb )); then
+  echo "setup_env.sh: $(cd "$parent" && pwd): expected at least $need_gb GB free for $venv (8.1 GB once installed, and ~3.3 GB of downloads in TMPDIR), found $have_gb GB. Free some space or put the environment on a larger disk (ELMO_VENV=/path/to/venv, TMPDIR=/path/to/tmp), then run this again." >&2
+  exit 1
+fi
+pins=$(grep -E '^(torch|allennlp|allennlp-models)==' requirements.lock | tr '\n' ' ')
+echo "setup_env.sh: creating $venv with $python ($("$python" --version 2>&1)) from requirements.lock: ${pins}(torch's"
+echo "  PyPI build with CUDA 12.8 kernels for sm_70 to sm_120 GPUs, e.g. V100, T4, A100, L4, H100, RTX 50xx, and the CPU;"
+echo "  allennlp's torch, spaCy, transformers and wandb pins are overridden on purpose, see requirements.overrides)."
+echo "  First time: ~3.3 GB of downloads, ~8 GB on disk; a few minutes on a fast link."
+rm -rf "$venv"
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock
+"$venv/bin/python" tools/pip_check.py  # pip check, less the overrides that requirements.overrides names
+echo "$want" > "$venv/.lock-sha256"
+echo "setup_env.sh: ready ($venv)"
