@@ -81,7 +81,7 @@ elmo.experiment(reader(max_sentences=50, random_offset=paper),
       recurrent_dropout_probability: lstm_dropout,
       use_highway: false,
     } else {
-      type: 'lstm',
+      type: 'unpacked_lstm',  // allennlp's 'lstm' with a backward linear in the document's length (tasks/unpacked_rnn.py)
       bidirectional: true,
       hidden_size: hidden,
       num_layers: 1,

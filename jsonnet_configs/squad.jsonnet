@@ -29,7 +29,8 @@ local reader(train) = {
   }),
 } + (if train then { passage_length_limit: 400, skip_impossible_questions: true } else {});
 
-local bigru(input_dim) = { type: 'gru', input_size: input_dim, hidden_size: gru_dim, bidirectional: true };
+// unpacked_gru: allennlp's 'gru' with a backward linear in the passage length on CPU (tasks/unpacked_rnn.py).
+local bigru(input_dim) = { type: 'unpacked_gru', input_size: input_dim, hidden_size: gru_dim, bidirectional: true };
 
 elmo.experiment(reader(true),
                 train='tasks/squad/sample_data/train.json',
@@ -48,7 +49,7 @@ elmo.experiment(reader(true),
       }, dropout=0.5),
     },
     phrase_encoder: elmo.output_encoder(elmo.input_sized(
-      { type: 'gru', hidden_size: gru_dim, bidirectional: true }, word_embedding.embedding_dim + char_filters)),
+      { type: 'unpacked_gru', hidden_size: gru_dim, bidirectional: true }, word_embedding.embedding_dim + char_filters)),
     self_attention_encoder: bigru(linear_dim),
     span_start_encoder: bigru(linear_dim),
     span_end_encoder: bigru(linear_dim + 2 * gru_dim),

@@ -9,7 +9,7 @@ apply_defaults()
 check_environment()
 
 # Shared task infrastructure and the task packages (registered AllenNLP components).
-from tasks import elmo_input_sized, lr_schedulers, spacy_blank_tokenizer, subsample  # noqa: E402,F401
+from tasks import elmo_input_sized, lr_schedulers, spacy_blank_tokenizer, subsample, unpacked_rnn  # noqa: E402,F401
 from tasks import ner  # noqa: E402,F401
 from tasks import snli, sst  # noqa: E402,F401
 from tasks import squad  # noqa: E402,F401
