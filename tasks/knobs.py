@@ -50,7 +50,7 @@ KNOBS = {
     # empty = an epoch is one pass over the training data; N = an epoch is N batches (allennlp's data_loader
     # batches_per_epoch: the loader cycles through the data, reshuffled at each pass). Figure 1's smallest training
     # sets use it so that the learning-rate schedule and early stopping, which act per epoch, see as many updates
-    # as at the next point (runner/profiles/mini_snli_squad.json)
+    # as at the next point (runner/profiles/small.json)
     "BATCHES_PER_EPOCH": "",
     "CUDA_DEVICE": "-1",
     # true: log the run to Weights & Biases (allennlp's wandb callback; WANDB_MODE=offline works without network)
