@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Optional
 
+from runner.eta import Estimator
 from runner.execute import PREDICTIONS, git_commit, hardware, load_result, repo_relative, write_json
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
@@ -272,7 +273,13 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
     caches = ({} if args.no_cache or not plan.profile.get("cache", True)
               else build_caches(todo, Path(args.cache_dir), stage_device))
     jobs = [job_for(r, plan.run_dir[r], caches, plan.profile, plan.cells, args) for r in todo]
-    execute(jobs, args, args.jobs or int(plan.profile.get("jobs", 1)), gpus, archive=archive)
+    parallel = args.jobs or int(plan.profile.get("jobs", 1))
+    estimator = Estimator()
+    for run in finished:
+        estimator.add_result(load_result(plan.run_dir[run] / "result.json")[0])
+    if jobs:
+        print(f"to do: {estimator.describe([(j['task'], j['knobs']) for j in jobs], parallel)}", flush=True)
+    execute(jobs, args, parallel, gpus, archive=archive, estimator=estimator)
     if not args.baselines_only:
         run_probes(plan.probes, plan.probe_dir, args)
         for probe in plan.probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
@@ -571,26 +578,27 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
-def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None) -> None:
+def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None, estimator=None) -> None:
     from runner.execute import run_local, run_ray
 
-    state = {"done": 0, "started": time.time()}
-    runs = len([j for j in jobs if "call" not in j])
+    estimator = estimator or Estimator()
+    runs = [j for j in jobs if "call" not in j]
+    left = {j["run_dir"]: j for j in runs}
 
     def report(job, status):
         if status["status"] == "stages":
             print(f"{job['label']}: done ({status['wall_time_s']}s)", flush=True)
             return
-        state["done"] += 1
-        left = runs - state["done"]
-        eta = (time.time() - state["started"]) / state["done"] * left
+        left.pop(job["run_dir"], None)
         if status["status"] == "done":
             what = f"dev={_rounded(status['dev'])} test={_rounded(status['test'])} ({status['wall_time_s']}s)"
+            estimator.add_result(load_result(Path(job["run_dir"]) / "result.json")[0])
             if archive:
                 archive(Path(job["run_dir"]))
         else:
             what = f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}"
-        print(f"[{state['done']:>3}/{runs}] {job['label']}: {what} | ETA {eta / 60:.1f} min", flush=True)
+        eta = estimator.describe([(j["task"], j["knobs"]) for j in left.values()], parallel) if left else "none left"
+        print(f"[{len(runs) - len(left):>3}/{len(runs)}] {job['label']}: {what} | to do: {eta}", flush=True)
 
     if args.executor == "ray":
         run_ray(jobs, report, args.keep_models, args.address, args.cpus_per_run, args.gpus_per_run or 0)

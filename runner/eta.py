@@ -1,0 +1,64 @@
+"""How long a profile's unfinished runs will take, estimated from its finished ones (their result.json: wall time and
+epochs run), for the plan line and the ETA of a multi-session profile whose runs differ 10x in cost (a SNLI run ~10
+min, a SQuAD run ~1 h on the small profile).
+
+An unfinished run costs the median seconds per epoch of the finished runs most like it times their median number of
+epochs, at most its own cap (NUM_EPOCHS). "Most like it", the first level that has finished runs: the same task,
+baseline or ELMo, training fraction and batches per epoch; else the same task and baseline or ELMo; else the same
+task. A task without a finished run is not estimated, and the estimate says so.
+"""
+import statistics
+from typing import Iterable, List, Optional, Tuple
+
+
+def _levels(task: str, knobs: dict) -> List[tuple]:
+    kind = "baseline" if knobs.get("ELMO", "none") == "none" else "elmo"
+    return [(task, kind, knobs.get("TRAIN_FRACTION"), knobs.get("BATCHES_PER_EPOCH")), (task, kind), (task,)]
+
+
+class Estimator:
+    """measured: (task, knobs, wall seconds, epochs run) of finished runs; more can be added as runs finish."""
+
+    def __init__(self, measured: Iterable[Tuple[str, dict, float, int]] = ()):
+        self._by_level = {}
+        for item in measured:
+            self.add(*item)
+
+    def add(self, task: str, knobs: dict, wall_s: float, epochs: int) -> None:
+        if not wall_s or not epochs:
+            return
+        for key in _levels(task, knobs):
+            self._by_level.setdefault(key, []).append((wall_s / epochs, epochs))
+
+    def add_result(self, result: Optional[dict]) -> None:
+        if result:
+            self.add(result.get("task"), result.get("knobs") or {}, result.get("wall_time_s"),
+                     len(result.get("epochs") or []))
+
+    def seconds(self, task: str, knobs: dict) -> Optional[float]:
+        for key in _levels(task, knobs):
+            like = self._by_level.get(key)
+            if like:
+                per_epoch = statistics.median(s for s, _ in like)
+                epochs = statistics.median(e for _, e in like)
+                cap = knobs.get("NUM_EPOCHS")
+                if cap and str(cap).isdigit():
+                    epochs = min(epochs, int(cap))
+                return per_epoch * epochs
+        return None
+
+    def describe(self, todo: Iterable[Tuple[str, dict]], parallel: int) -> str:
+        """One line: the estimated training time of `todo` and its wall time at `parallel` runs at a time."""
+        known, unknown = 0.0, {}
+        for task, knobs in todo:
+            s = self.seconds(task, knobs)
+            if s is None:
+                unknown[task] = unknown.get(task, 0) + 1
+            else:
+                known += s
+        line = (f"~{known / 3600:.1f} h of runs, ~{known / 3600 / max(parallel, 1):.1f} h of wall time at "
+                f"{parallel} at a time (from the finished runs' own times)")
+        if unknown:
+            line += "; not estimated, no finished run of their task yet: " + ", ".join(
+                f"{task} x{n}" for task, n in sorted(unknown.items()))
+        return line

@@ -1,0 +1,28 @@
+"""runner/eta.py: unfinished runs are costed from the finished runs most like them."""
+from runner.eta import Estimator
+
+
+def knobs(elmo="none", fraction="1.0", epochs="20", batches=""):
+    return {"ELMO": elmo, "TRAIN_FRACTION": fraction, "NUM_EPOCHS": epochs, "BATCHES_PER_EPOCH": batches}
+
+
+def test_the_most_like_finished_runs_set_the_cost():
+    e = Estimator([("snli", knobs(), 1000.0, 10), ("snli", knobs(), 1400.0, 10),      # baseline: 120 s/epoch, 10
+                   ("snli", knobs("both"), 1000.0, 5),                                  # ELMo: 200 s/epoch, 5
+                   ("snli", knobs("both", "0.1", batches="172"), 90.0, 9)])            # ELMo at 10 %: 10 s/epoch
+    assert e.seconds("snli", knobs()) == 1200.0
+    assert e.seconds("snli", knobs("both")) == 1000.0
+    assert e.seconds("snli", knobs("both", "0.1", batches="172")) == 90.0
+    # no finished run at this fraction: the ELMo runs of the task (median of 200 and 10 s/epoch, of 5 and 9 epochs)
+    assert e.seconds("snli", knobs("input", "0.5")) == 105.0 * 7
+    assert e.seconds("snli", knobs(epochs="4")) == 120.0 * 4  # at most its own cap
+    assert e.seconds("squad", knobs()) is None
+
+
+def test_the_line_says_what_it_could_not_estimate():
+    e = Estimator()
+    e.add_result({"task": "srl", "knobs": knobs(epochs="40"), "wall_time_s": 3600.0, "epochs": [{}] * 30})
+    e.add_result(None)  # a run without a readable result adds nothing
+    line = e.describe([("srl", knobs(epochs="40")), ("srl", knobs(epochs="40")), ("squad", knobs()), ("squad", knobs("both"))], 2)
+    assert line.startswith("~2.0 h of runs, ~1.0 h of wall time at 2 at a time")
+    assert line.endswith("no finished run of their task yet: squad x2")
