@@ -149,7 +149,7 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
     if agg["crashed_logs"]:
         text += " " + _note(notes, f"{where}: crashed seeds, see {', '.join(agg['crashed_logs'])}")
     if agg["still_improving"]:  # its claims are not decided (runner/stats.py verdict)
-        text += " † " + _note(notes, f"{where}: best epoch was the last (still improving) for seed(s) "
+        text += " † " + _note(notes, f"{where}: still improving at the epoch cap (dev score rising) for seed(s) "
                                      f"{', '.join(map(str, agg['still_improving']))}")
     return text
 

@@ -27,8 +27,9 @@ per-seed differences, which 3 seeds cannot check.
   deterministic classifier, no seeds) the view over examples alone.
 - *contradicts*: the opposite direction, same standard.
 - *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; fewer
-  than MIN_UNITS units; runs archived without per-example predictions) and **any run in the comparison whose best epoch was its last** (it was
-  still improving, so the comparison measures where training stopped, not the systems).
+  than MIN_UNITS units; runs archived without per-example predictions) and **any run in the comparison still improving when its epochs ran out** (at
+  its cap, its dev score still rising over its last epochs: ``runner.claims.still_improving``; the comparison would
+  measure where training stopped, not the systems).
 - An "≈" claim (the paper's "ELMo at 1 % ≈ the baseline at 10 %") supports when every required view's 95 % interval
   lies inside ± ``EQUIVALENCE_MARGIN`` points (two one-sided tests at 0.025 each), contradicts when every interval
   lies wholly outside it.
@@ -144,12 +145,12 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
             kind: str = "better", margin: float = EQUIVALENCE_MARGIN) -> dict:
     """The rule of this module's docstring. ``direction``: +1 when the paper has the contrast above 0 (for
     kind "equivalent": ignored). ``views``: seed_test / bootstrap_test outputs (or {"view", "unavailable"});
-    ``required``: the view names the claim needs; ``still_improving``: runs whose best epoch was their last."""
+    ``required``: the view names the claim needs; ``still_improving``: runs still improving when their epochs ran out."""
     by_name = {v["view"]: v for v in views}
     missing = [name for name in required if name not in by_name or by_name[name].get("p") is None]
     reasons = [f"no view over {name}" for name in missing]  # each view says why it is missing
     if still_improving:
-        reasons.append(f"{len(still_improving)} run(s) still improving at their last epoch")
+        reasons.append(f"{len(still_improving)} run(s) still improving when their epochs ran out")
     if reasons:
         return {"verdict": "not decidable", "why": "; ".join(reasons)}
     used = [by_name[name] for name in required]

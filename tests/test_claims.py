@@ -144,7 +144,7 @@ def test_seed_view_pairs_runs_by_seed_and_still_improving_runs_are_not_decided(b
     assert ner["verdict"] == "not decidable" and "1 run(s) still improving" in ner["why"]
     assert ner["still_improving"] == ["ner/ELMo seed 3"]
     table1 = (out / "table1.md").read_text()
-    assert "† [" in table1 and "ner/ELMo: best epoch was the last (still improving) for seed(s) 3" in table1
+    assert "† [" in table1 and "ner/ELMo: still improving at the epoch cap (dev score rising) for seed(s) 3" in table1
 
 
 def test_fewer_updates_claim_reads_the_learning_curves(built):
@@ -177,3 +177,25 @@ def test_a_claim_beyond_the_axis_is_named_as_untestable():
     assert line.startswith("Figure 1 (Sec. 5.4): SRL") and "stops at 2.8 %" in line
     figure["x"]["tasks"]["srl"] = {"values": ["0.01", "0.1", "1.0"], "full_percent": 100}  # 1 % and 10 % are points
     assert untestable([figure]) == []
+
+
+def _run_with(curve, cap):
+    return {"knobs": {"NUM_EPOCHS": str(cap)}, "epochs": [{"epoch": i, "validation": v} for i, v in enumerate(curve)]}
+
+
+def test_still_improving_means_rising_at_the_cap_not_a_last_best_epoch_on_a_plateau():
+    from runner.claims import still_improving
+    rng = np.random.default_rng(0)
+    rise = list(np.linspace(0.10, 0.50, 10))
+    # a plateau of 30 epochs whose noise put the best epoch last (as the small SRL baseline's seed 3)
+    plateau = rise + list(0.52 + 0.008 * rng.standard_normal(29)) + [0.545]
+    assert int(np.argmax(plateau)) == len(plateau) - 1 and not still_improving(_run_with(plateau, 40))
+    # still gaining ~0.7 points per epoch at the cap (the small SQuAD baseline at a cap of 15)
+    squad = [0.13, 0.24, 0.28, 0.31, 0.36, 0.45, 0.51, 0.55, 0.57, 0.58, 0.585, 0.596, 0.597, 0.609, 0.615]
+    assert still_improving(_run_with(squad, 15))
+    # the same rise stopped by patience before the cap was not cut short
+    assert not still_improving(_run_with(squad, 25))
+    # rising but its best epoch not the last: still improving
+    assert still_improving(_run_with(squad[:-1] + [0.612, 0.611], 16))
+    # two epochs (the default profile): best epoch last
+    assert still_improving(_run_with([0.2, 0.3], 2)) and not still_improving(_run_with([0.3, 0.2], 2))
