@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execute import _die_with_parent, _live, _live_lock
+from runner.execute import _die_with_parent, _live, _live_lock, repo_relative, write_json
 from runner.spec import REPO, SpecError, expand, repo_path
 
 
@@ -232,8 +232,6 @@ def bilm_report(profile: dict, archive: Optional[Path] = None) -> Optional[dict]
         if (target / "perplexity.json").is_file():
             report["finetune"][task] = {"out": fine["out"].format(task=task), "stages": _stages(target),
                                         "perplexity": json.loads((target / "perplexity.json").read_text())}
-    from runner.execute import repo_relative
-
     return repo_relative(report)  # bilm.md and summary.json name no absolute path of this machine
 
 
@@ -297,15 +295,20 @@ def _stage_dirs(profile: dict) -> List[tuple]:
 
 
 def archive_bilm(profile: dict, archive: Path) -> None:
-    """Copy each finished stage's records into ARCHIVE/<dir name>/ (write-then-rename; unchanged files are skipped)."""
+    """Copy each finished stage's records into ARCHIVE/<dir name>/, portable (no absolute path of this checkout, as
+    every record under results/; written with write-then-rename; unchanged records are not rewritten)."""
     for _, out in _stage_dirs(profile):
         if not (out / "perplexity.json").is_file():
             continue
         for name in _RECORDS:
             source, target = out / name, archive / out.name / name
-            if not source.is_file() or (target.is_file() and target.read_bytes() == source.read_bytes()):
+            if not source.is_file():
                 continue
+            record = repo_relative(json.loads(source.read_text()))
+            try:
+                if json.loads(target.read_text()) == record:
+                    continue
+            except (OSError, ValueError):
+                pass  # none yet, or a broken copy: written anew
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(name + ".partial")
-            shutil.copyfile(source, partial)
-            os.replace(partial, target)
+            write_json(target, record)

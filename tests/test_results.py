@@ -383,3 +383,22 @@ def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
         (run_dir / "result.json").write_text(json.dumps(result))
         cells.append(Cell(sweep="table1", task="coref", column="baseline", x=None, seed=seed, run_dir=run_dir))
     assert cell_text(aggregate(cells, "test"), 1, [], "coref") == "62.0 ± 1.4 (with singletons 51.0 ± 1.4)"
+
+
+def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
+    """archive_bilm keeps a stage's records portable, as make_portable would leave them: before, it copied the bytes
+    (with this checkout's absolute paths) and every --build-only rewrote them, back and forth."""
+    from runner.bilm import archive_bilm
+    from runner.spec import REPO
+
+    out = tmp_path / "artifacts" / "bilm"
+    out.mkdir(parents=True)
+    (out / "perplexity.json").write_text(json.dumps({"source": {"weights": f"{REPO}/artifacts/x/weights.hdf5"}}))
+    (out / "options.json").write_text(json.dumps({"lstm": {"dim": 8}}))
+    archive_bilm({"bilm": {"pretrain": {"out": str(out), "args": []}}}, tmp_path / "kept")
+    kept = tmp_path / "kept" / "bilm"
+    assert json.loads((kept / "perplexity.json").read_text()) == {"source": {"weights": "artifacts/x/weights.hdf5"}}
+    assert json.loads((kept / "options.json").read_text()) == {"lstm": {"dim": 8}}
+    before = (kept / "perplexity.json").stat().st_mtime_ns
+    archive_bilm({"bilm": {"pretrain": {"out": str(out), "args": []}}}, tmp_path / "kept")
+    assert (kept / "perplexity.json").stat().st_mtime_ns == before  # unchanged: not rewritten
