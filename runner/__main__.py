@@ -210,12 +210,20 @@ def make_plan(args) -> Plan:
 
 
 def wanted_runs(plan: Plan, args) -> list:
-    """The runs this invocation trains (--only, --baselines-only), one task's runs before the next's (the profile's
-    task order; sweep order within a task): a multi-session profile cut short by the end of a session leaves whole
-    tables of its first tasks rather than parts of all."""
+    """The runs this invocation trains (--only, --baselines-only), in the profile's "run_order": "tasks" (the
+    default) one task's runs before the next's (the profile's task order; sweep order within a task), "sweeps" one
+    sweep's runs before the next's (the profile's sweep order, a run shared by two sweeps going with the first; task
+    order within a sweep). Either way a multi-session profile cut short by the end of a session leaves whole tables:
+    of its first tasks, or its first sweeps over every task (the small profile: Table 1's six rows first)."""
     selected = unique_runs([c for c in plan.cells if not plan.only or c.sweep in plan.only])
     wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
     order = {task: i for i, task in enumerate(plan.profile.get("tasks", []))}
+    if plan.profile.get("run_order", "tasks") == "sweeps":
+        sweep_index = {name: i for i, name in enumerate(plan.profile["sweeps"])}
+        first = {}
+        for cell in plan.cells:
+            first[cell.run] = min(first.get(cell.run, len(sweep_index)), sweep_index.get(cell.sweep, len(sweep_index)))
+        return sorted(wanted, key=lambda r: (first.get(r, len(sweep_index)), order.get(r.task, len(order))))
     return sorted(wanted, key=lambda r: order.get(r.task, len(order)))
 
 

@@ -117,7 +117,8 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str,
-                "vectors": dict}
+                "vectors": dict, "run_order": str}
+RUN_ORDERS = ("tasks", "sweeps")  # runner/__main__.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/vectors.py
 DEVICES = ("cpu", "cuda")
@@ -219,6 +220,8 @@ def check_profile(profile, path) -> None:
             raise _key_error(where, f"requires.{key}", "'KNOB' or 'task.KNOB' -> a hint string", hint)
     if profile.get("jobs", 1) < 1:
         raise _key_error(where, "jobs", "an integer >= 1", profile["jobs"])
+    if profile.get("run_order", "tasks") not in RUN_ORDERS:
+        raise _key_error(where, "run_order", " or ".join(RUN_ORDERS), profile["run_order"])
     if profile.get("device", "cpu") not in DEVICES:
         raise _key_error(where, "device", " or ".join(DEVICES), profile["device"])
     for stage, spec in profile.get("bilm", {}).items():

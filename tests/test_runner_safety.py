@@ -124,6 +124,7 @@ BAD_PROFILES = {
     "column seed": ({"sweep_overrides": {"table1": {"columns": [{**COLUMN, "knobs": {"ELMO": "none", "SEED": "7"}}]}}},
                     ["key 'columns[0].knobs.SEED'", "the runner sets SEED", "'7'"]),
     "bad device": ({"device": "gpu"}, ["key 'device'", "cpu or cuda", "'gpu'"]),
+    "bad run order": ({"run_order": "random"}, ["key 'run_order'", "tasks or sweeps", "'random'"]),
     "x knobs at no x value": (_curve({"0.25": {"BATCHES_PER_EPOCH": "3"}}), ["key 'x.knobs.0.25'", "one of x.values"]),
     "x knobs set the x knob": (_curve({"0.5": {"TRAIN_FRACTION": "0.1"}}),
                                ["key 'x.knobs.0.5'", "knobs other than TRAIN_FRACTION"]),
@@ -474,3 +475,22 @@ def test_a_hub_path_is_refused_by_the_runner_with_why(tmp_path, capsys, fake_tra
     assert "1. hf:conll2003:train: expected the ner TRAIN_PATH (data files or directories); found a Hugging Face hub " \
            "split, which only `allennlp train` run by hand reads (tasks/hub_data.py). The runner reads local files" in err
     assert not fake_training
+
+
+@pytest.mark.parametrize("run_order", ["tasks", "sweeps"])
+def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
+    """The small profile: by task, SRL's 36 runs come first; by sweep, Table 1's 36 runs (six tasks, baseline and
+    ELMo, 3 seeds) come first, in the profile's task order, a run shared with a later sweep going with Table 1."""
+    from argparse import Namespace
+    from dataclasses import replace
+
+    plan = runner_main.make_plan(runner_main.parse_args(["--profile", "small"]))
+    plan = replace(plan, profile={**plan.profile, "run_order": run_order})
+    runs = runner_main.wanted_runs(plan, Namespace(baselines_only=False))
+    assert len(runs) == len(set(runs)) == 117
+    first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
+    if run_order == "sweeps":
+        assert set(first) == table1
+        assert [r.task for r in first] == sorted((r.task for r in first), key=plan.profile["tasks"].index)
+    else:
+        assert {r.task for r in first} == {"srl"} and set(first) != table1
