@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from runner.eta import Estimator
-from runner.execute import PREDICTIONS, git_commit, hardware, load_result, repo_relative, write_json
+from runner.execute import (PREDICTIONS, git_commit, hardware, keep_predictions_again, load_result, repo_relative,
+                            write_json)
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -411,6 +412,10 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
 
     for run in runs:  # finished before this profile archived, or by --baselines-only
         if not (archive_dir / run_dir[run].parent.name / f"{run.run_id}.json").is_file():
+            archive(run_dir[run])
+        elif keep_predictions_again(run_dir[run]):  # refused by an earlier rule, still on this machine
+            print(f"kept the per-example predictions of {run_dir[run]} (refused before: runner/execute.py "
+                  f"keep_predictions)", flush=True)
             archive(run_dir[run])
     return archive
 

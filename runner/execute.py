@@ -3,8 +3,9 @@
 A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's
 serialization dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it
 starts) and, once finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if
-and only if that file holds a complete JSON result. Anything else is unfinished and is started again from scratch;
-a crash leaves ``failed.json`` (removed again when the run later finishes: a result always wins).
+and only if that file holds a complete JSON result. Anything else is unfinished and is started again, from its last
+epoch checkpoint where it can (``attempts.json``, _resume_from) or from scratch; a crash leaves ``failed.json``
+(removed again when the run later finishes: a result always wins).
 
 Interrupts: ``stop_runs()`` (called on Ctrl-C or a full disk) terminates every training this process started and
 keeps queued runs from starting; an interrupted run writes nothing, so it is simply unfinished.
@@ -176,9 +177,68 @@ def train_command(task: str, model_dir: Path) -> List[str]:
     return [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
 
 
+ATTEMPTS = "attempts.json"  # beside log.txt: each start of an unfinished run (_resume_from)
+TRAINING_CODE = ("elmo_module", "tasks", "jsonnet_configs")  # what an allennlp training of ours imports and reads
+
+
+def _same_training_code(commit_a: str, commit_b: str, repo: Path = REPO) -> bool:
+    """Whether two clean commits (git_commit()) hold the same code for a training (TRAINING_CODE)."""
+    if "+changes" in commit_a or "+changes" in commit_b or "unknown" in (commit_a, commit_b):
+        return False
+    return subprocess.run(["git", "diff", "--quiet", commit_a, commit_b, "--", *TRAINING_CODE], cwd=repo,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def _last_checkpoint(model_dir: Path) -> Optional[int]:
+    """Epochs completed at the newest checkpoint of allennlp's in ``model_dir`` whose two files load (a training
+    killed while writing one leaves it cut short: that one is removed and the one before is used), or None."""
+    import torch
+
+    states = {}
+    for path in model_dir.glob("training_state_e*_b0.th"):
+        match = re.fullmatch(r"training_state_e(\d+)_b0\.th", path.name)
+        if match:
+            states[int(match.group(1))] = path
+    for epochs in sorted(states, reverse=True):
+        files = [states[epochs], model_dir / f"model_state_e{epochs}_b0.th"]
+        try:
+            for f in files:
+                torch.load(f, map_location="cpu", weights_only=False)
+            return epochs
+        except Exception:  # noqa: BLE001  (a cut-short file: any unpickling error)
+            for f in files:
+                f.unlink(missing_ok=True)
+    return None
+
+
+def _resume_from(run_dir: Path, knobs: Dict[str, str], commit: str) -> Tuple[List[dict], Optional[int]]:
+    """The earlier attempts of an unfinished run, and the epochs completed at the checkpoint the next attempt goes on
+    from (``allennlp train --recover``), or None to start from scratch. A run goes on only from a checkpoint made with
+    the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
+    training code (TRAINING_CODE at a clean commit; committing results between sessions changes nothing): so that a
+    run cut off by the end of a session (a SQuAD run takes an hour) loses at most one epoch. allennlp restores the
+    weights, optimizer, learning-rate schedule, early-stopping state and the best model so far, and replays the data
+    order of the epochs done; the dropout masks after the restart differ from those of an uninterrupted run."""
+    if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
+        return [], None
+    try:
+        attempts = json.loads((run_dir / ATTEMPTS).read_text())
+        last = attempts[-1]
+        inputs = json.loads((run_dir / "inputs.json").read_text()) if (run_dir / "inputs.json").is_file() else None
+        if (last["knobs"] == knobs and last.get("inputs") == inputs and last["hardware"] == hardware()
+                and _same_training_code(last["commit"], commit)):
+            epochs = _last_checkpoint(run_dir / "model")
+            if epochs:
+                return attempts, epochs
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        pass
+    return [], None
+
+
 def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
                 keep_models: bool = False) -> dict:
-    """Train (and test) one run; returns a status dict. Safe to call again on a finished run (it skips)."""
+    """Train (and test) one run; returns a status dict. Safe to call again on a finished run (it skips); an
+    unfinished one goes on from its last checkpoint where it can (_resume_from)."""
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
     result, _ = load_result(result_path)
@@ -187,15 +247,31 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     if _stopping.is_set():
         return {"status": "interrupted"}
     model_dir = run_dir / "model"
-    shutil.rmtree(model_dir, ignore_errors=True)
+    commit = git_commit()  # the code the training reads as it starts
+    attempts, resume = _resume_from(run_dir, knobs, commit)
+    if resume is None:
+        shutil.rmtree(model_dir, ignore_errors=True)
+        attempts = []
+    else:  # the earlier attempt's work that counts: up to its newest checkpoint (what came after it is redone)
+        checkpoint = model_dir / f"training_state_e{resume}_b0.th"
+        attempts[-1]["kept_s"] = round(max(0.0, checkpoint.stat().st_mtime - attempts[-1]["started"]), 1)
     (run_dir / "failed.json").unlink(missing_ok=True)
     (run_dir / PREDICTIONS).unlink(missing_ok=True)  # an earlier attempt's, not this run's
     run_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "unit_predictions.json.gz").unlink(missing_ok=True)
+    inputs_path = run_dir / "inputs.json"
+    attempts.append({"commit": commit, "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
+                     "from_epoch": resume or 0,
+                     "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None})
+    write_json(run_dir / ATTEMPTS, attempts)
     env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
-    command, commit = train_command(task, model_dir), git_commit()  # the code the training reads as it starts
+    command = train_command(task, model_dir) + (["--recover"] if resume else [])
     log = run_dir / "log.txt"
     start = time.time()
-    with open(log, "w") as out:
+    with open(log, "a" if resume else "w") as out:
+        if resume:
+            out.write(f"\n# attempt {len(attempts)}: goes on from the checkpoint after epoch {resume} "
+                      f"(runner/execute.py _resume_from)\n")
         out.write(f"# {' '.join(command)}\n# knobs: {json.dumps(knobs, sort_keys=True)}\n")
         out.flush()
         with _live_lock:  # checked and registered together: a run starting during stop_runs() is not missed
@@ -211,7 +287,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
                 _live.discard(process)
     if _stopping.is_set():
         return {"status": "interrupted"}
-    wall = round(time.time() - start, 1)
+    wall = round(time.time() - start + sum(a.get("kept_s", 0.0) for a in attempts[:-1]), 1)
     if returncode != 0:
         error = _last_error_line(log)
         if "No space left on device" in error:  # every later run would fail the same way: stop the sweep
@@ -227,15 +303,16 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     epochs = sorted((json.loads(f.read_text()) for f in model_dir.glob("metrics_epoch_*.json")),
                     key=lambda m: m.get("epoch", 0))  # the learning curve: was the run still improving at its end?
     mix_path = model_dir / "elmo_mix_weights.json"
-    inputs_path = run_dir / "inputs.json"
     result = {"run_id": run_dir.name, "task": task, "seed": int(knobs["SEED"]), "knobs": knobs, "metric": metric,
               "dev": metrics.get(f"best_validation_{metric}"), "test": metrics.get(f"test_{metric}"),
               "metrics": metrics, "epochs": [{"epoch": m.get("epoch"), "training": m.get(f"training_{metric}"),
                                               "validation": m.get(f"validation_{metric}")} for m in epochs],
               "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
-              "wall_time_s": wall, "log": str(log), "made": made_record(commit),
-              "predictions": keep_predictions(model_dir, run_dir, metric, metrics)}
+              "wall_time_s": wall, "log": str(log), "made": made_record(attempts[0]["commit"]),
+              "attempts": [{k: a[k] for k in ("commit", "from_epoch", "started") if k in a} for a in attempts]
+              if len(attempts) > 1 else None,
+              "predictions": keep_predictions(model_dir, run_dir, metric, metrics, knobs)}
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)
@@ -249,9 +326,21 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
 PREDICTIONS = "predictions.json.gz"  # per-example dev/test predictions beside result.json (tasks/predictions.py)
 
 
-def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict) -> dict:
+BATCH_DEPENDENT_TOLERANCE = 1.0  # points: predictions of a batch-dependent model kept within this of the reported
+
+
+def batch_dependent(knobs: Dict[str, str]) -> bool:
+    """Whether a run's outputs for a sentence depend on the other sentences of its batch: ELMo with the paper code's
+    layer norm (elmo_module/scalar_mix.py: one mean and variance over the whole batch, as bilm-tf's
+    weight_layers). allennlp's evaluation batches by length with random padding noise, the predictions pass
+    (tasks/predictions.py) in file order: the two see the same model in different batches."""
+    return knobs.get("ELMO_LAYER_NORM") == "true" and knobs.get("ELMO", "none") != "none"
+
+
+def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict, knobs: Dict[str, str]) -> dict:
     """Moves the training's per-example predictions beside result.json once their counts give back the metric
-    allennlp reported for dev (best epoch) and test; returns what result.json records about them."""
+    allennlp reported for dev (best epoch) and test (to 0.01 points; within BATCH_DEPENDENT_TOLERANCE for a
+    batch-dependent model, the difference recorded); returns what result.json records about them."""
     import gzip
 
     from runner.stats import metric_value
@@ -270,12 +359,32 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict)
         units = data["splits"][split]
         ours, reported = float(metric_value(data["metric"], [sum(c) for c in zip(*units["counts"])])), metrics[key]
         reported = 100.0 * reported if reported <= 1.0 else float(reported)
-        if abs(ours - reported) > 0.01:  # e.g. a stateful biLM gives other outputs on a second pass
+        if abs(ours - reported) > (BATCH_DEPENDENT_TOLERANCE if batch_dependent(knobs) else 0.01):
             return {"problem": f"{source}: the {split} predictions give {data['metric']} {ours:.4f}, the run "
-                               f"reported {reported:.4f}; not kept"}
+                               f"reported {reported:.4f}; not kept"}  # e.g. a stateful biLM: other outputs later
+        if abs(ours - reported) > 0.01:
+            record.setdefault("batch_dependent", {"why": "ELMo with batch-wide layer norm: the predictions pass "
+                                                         "batches in file order, allennlp's evaluation by length"})
+            record["batch_dependent"][split] = {"predictions": round(ours, 4), "reported": round(reported, 4)}
         record["units"][split] = len(units["ids"])
     os.replace(source, run_dir / PREDICTIONS)
     return record
+
+
+def keep_predictions_again(run_dir: Path) -> bool:
+    """A finished run whose predictions an earlier rule of keep_predictions refused, while they are still in its
+    model/: checked again under the current rule, and kept (result.json updated, saying when and by which code) if
+    it accepts them. True if the run changed."""
+    result, _ = load_result(run_dir / "result.json")
+    if not result or "problem" not in (result.get("predictions") or {}) \
+            or not (run_dir / "model" / "unit_predictions.json.gz").is_file():
+        return False
+    record = keep_predictions(run_dir / "model", run_dir, result["metric"], result["metrics"], result["knobs"])
+    if "problem" in record:
+        return False
+    record["kept_later"] = {"git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    write_json(run_dir / "result.json", {**result, "predictions": record})
+    return True
 
 
 def _last_error_line(log: Path) -> str:

@@ -344,6 +344,15 @@ def _children(pid: int) -> list:
     return children
 
 
+def _start_runner(tmp_path, profile_path):
+    """A real runner process of its own session (its process group), one run at a time: (env, command, process)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
+           "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
+    command = [sys.executable, "-m", "runner", *runner_args(tmp_path, profile_path), "--jobs", "1"]
+    return env, command, subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, start_new_session=True)
+
+
 @pytest.fixture(scope="module")
 def interrupted_sweep(tmp_path_factory):
     """Runner A trains the first of two long runs; runner B is started on the same runs directory; then A gets a
@@ -354,11 +363,7 @@ def interrupted_sweep(tmp_path_factory):
     path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "100000"},
                          task_knobs={"ner": {"TRAIN_PATH": str(long_data)}},
                          sweep_overrides={"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}})
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
-           "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
-    command = [sys.executable, "-m", "runner", *runner_args(tmp_path, path), "--jobs", "1"]
-    a = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    env, command, a = _start_runner(tmp_path, path)
     try:
         deadline = time.time() + 240
         while not [p for p in (tmp_path / "runs").glob("ner/*/log.txt") if "Epoch" in p.read_text(errors="replace")]:
@@ -494,3 +499,113 @@ def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
         assert [r.task for r in first] == sorted((r.task for r in first), key=plan.profile["tasks"].index)
     else:
         assert {r.task for r in first} == {"srl"} and set(first) != table1
+
+
+# ---- an unfinished run goes on from its last checkpoint ----------------------------------------------------------
+
+def test_training_code_compared_between_commits(tmp_path):
+    """Committing results between sessions leaves a run resumable; a change to the code a training reads does not."""
+    git = lambda *a: subprocess.check_output(["git", *a], cwd=tmp_path, text=True).strip()  # noqa: E731
+    git("init", "-q"), git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    (tmp_path / "tasks").mkdir(), (tmp_path / "results").mkdir()
+    (tmp_path / "tasks" / "a.py").write_text("x = 1\n")
+    git("add", "."), git("commit", "-qm", "a")
+    a = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "results" / "r.json").write_text("{}")
+    git("add", "."), git("commit", "-qm", "results")
+    b = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "tasks" / "a.py").write_text("x = 2\n")
+    git("add", "."), git("commit", "-qm", "code")
+    c = git("rev-parse", "--short", "HEAD")
+    assert execute._same_training_code(a, b, tmp_path)
+    assert not execute._same_training_code(a, c, tmp_path)
+    assert not execute._same_training_code(a, b + "+changes", tmp_path)
+
+
+def _checkpointed_run(tmp_path, knobs, epochs=2):
+    """A run directory as an attempt cut off after ``epochs`` epochs leaves it."""
+    import torch
+
+    run_dir, model = tmp_path / "run", tmp_path / "run" / "model"
+    model.mkdir(parents=True)
+    (run_dir / "log.txt").write_text("# first attempt\n")
+    for name in (f"training_state_e{epochs}_b0.th", f"model_state_e{epochs}_b0.th"):
+        torch.save({"epochs": epochs}, model / name)
+    (run_dir / execute.ATTEMPTS).write_text(json.dumps([{"commit": "abc1234", "hardware": execute.hardware(),
+                                                         "knobs": knobs, "started": time.time() - 100,
+                                                         "from_epoch": 0, "inputs": None}]))
+    return run_dir
+
+
+@pytest.mark.parametrize("change", ["none", "knobs", "code", "crashed", "cut_short_checkpoint"])
+def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monkeypatch):
+    knobs = {"SEED": "1", "SIZE": "tiny"}
+    run_dir = _checkpointed_run(tmp_path, knobs)
+    monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(execute, "_same_training_code", lambda a, b: change != "code")
+    commands = []
+    real = execute.train_command
+    monkeypatch.setattr(execute, "train_command", lambda task, model: commands.append(model) or real(task, model))
+    if change == "knobs":
+        knobs = {**knobs, "SEED": "2"}
+    if change == "crashed":
+        (run_dir / "failed.json").write_text("{}")
+    if change == "cut_short_checkpoint":  # the newest checkpoint was being written when the session ended
+        (run_dir / "model" / "training_state_e3_b0.th").write_bytes(b"\x80\x02cut")
+        (run_dir / "model" / "model_state_e3_b0.th").write_bytes(b"")
+    status = execute.execute_run("ner", knobs, str(run_dir), {})
+    assert status["status"] == "done", status
+    result = json.loads((run_dir / "result.json").read_text())
+    log = (run_dir / "log.txt").read_text()
+    if change in ("none", "cut_short_checkpoint"):
+        assert "--recover" in log and log.startswith("# first attempt")
+        assert "attempt 2: goes on from the checkpoint after epoch 2" in log
+        assert [a["from_epoch"] for a in result["attempts"]] == [0, 2]
+        assert result["wall_time_s"] >= 99  # the first attempt's kept work counts
+        assert not (run_dir / "model" / "training_state_e3_b0.th").exists()
+    else:
+        assert "--recover" not in log and "first attempt" not in log and result["attempts"] is None
+        assert result["wall_time_s"] < 99
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory):
+    """A real runner trains a 5-epoch run; after its checkpoint of epoch 2 the runner and its training are killed
+    (SIGKILL to the process group: what the end of a session does); a second runner finishes the run."""
+    tmp_path = tmp_path_factory.mktemp("resume")
+    data = tmp_path / "train.txt"
+    data.write_text(NER_TRAIN.read_text() * 30)
+    path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "5"},
+                         task_knobs={"ner": {"TRAIN_PATH": str(data)}})
+    env, _, a = _start_runner(tmp_path, path)
+    try:
+        deadline = time.time() + 300
+        while not list((tmp_path / "runs").glob("ner/*/model/training_state_e2_b0.th")):
+            assert a.poll() is None and time.time() < deadline, "the first runner ended or did not train"
+            time.sleep(0.2)
+        time.sleep(0.5)  # (the model_state file is written just before)
+    finally:
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait()
+    killed = time.time()
+    [run_dir] = [p.parent.parent for p in (tmp_path / "runs").glob("ner/*/model/config.json")]
+    assert not (run_dir / "result.json").exists()
+    with pytest.MonkeyPatch.context() as patch:  # the second runner in this process: a working tree with changes
+        patch.setattr(execute, "_same_training_code", lambda a, b: True)  # (a clean clone needs no patch)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        returncode = runner_main.main([*runner_args(tmp_path, path), "--jobs", "1"])
+    return {"run_dir": run_dir, "killed": killed, "returncode": returncode}
+
+
+def test_a_killed_run_goes_on_from_its_checkpoint(killed_and_resumed):
+    seen = killed_and_resumed
+    run_dir = seen["run_dir"]
+    assert seen["returncode"] == 0
+    result = json.loads((run_dir / "result.json").read_text())
+    [first, second] = result["attempts"]
+    assert first["from_epoch"] == 0 and second["from_epoch"] >= 2
+    assert [e["epoch"] for e in result["epochs"]] == [0, 1, 2, 3, 4]
+    model = run_dir / "model"  # the epochs before the checkpoint were not trained again
+    assert (model / "metrics_epoch_0.json").stat().st_mtime < seen["killed"] < (model / "metrics_epoch_4.json").stat().st_mtime
+    assert result["dev"] > 0 and "attempt 2: goes on from the checkpoint" in (run_dir / "log.txt").read_text()

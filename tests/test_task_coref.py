@@ -422,7 +422,7 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
     # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (issue 22)
     from runner.execute import keep_predictions
 
-    kept = keep_predictions(run_dir, tmp_path, "coref_f1", metrics)
+    kept = keep_predictions(run_dir, tmp_path, "coref_f1", metrics, {})
     assert kept["metric"] == "conll_coref" and set(kept["units"]) == {"dev", "test"}, kept
 
 

@@ -220,7 +220,7 @@ def test_baseline_learns_and_evaluates_with_the_perl_f1(train_task, tmp_path):
     # the per-predicate counts kept for the significance tests give back srl-eval.pl's dev and test F1 (issue 22)
     from runner.execute import keep_predictions
 
-    kept = keep_predictions(run_dir, tmp_path, "f1-measure-overall", metrics)
+    kept = keep_predictions(run_dir, tmp_path, "f1-measure-overall", metrics, {})
     assert kept["metric"] == "span_f1" and set(kept["units"]) == {"dev", "test"}, kept
     # the file alone gives the counts back: the predicted and gold tags and the verb word are kept
     import gzip
