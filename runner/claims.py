@@ -160,7 +160,7 @@ def updates_claim(task: str, runs: Runs) -> Optional[dict]:
             missing.append(f"seed {s}")
             continue
         target, b_epochs = max(b_curve), int(np.argmax(b_curve)) + 1
-        if b_epochs == len(b_curve):
+        if still_improving(base[s]["result"]):  # the baseline's best is not yet known
             improving.append(base[s]["label"])
         # not reached within its epochs: counted as one more than it ran (a lower bound on what it needs)
         e_epochs = next((i + 1 for i, v in enumerate(e_curve) if v >= target), len(e_curve) + 1)

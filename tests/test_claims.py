@@ -199,3 +199,22 @@ def test_still_improving_means_rising_at_the_cap_not_a_last_best_epoch_on_a_plat
     assert still_improving(_run_with(squad[:-1] + [0.612, 0.611], 16))
     # two epochs (the default profile): best epoch last
     assert still_improving(_run_with([0.2, 0.3], 2)) and not still_improving(_run_with([0.3, 0.2], 2))
+
+
+@pytest.mark.parametrize("curve, improving", [
+    ([0.40, 0.50, 0.52, 0.50, 0.53, 0.51, 0.52, 0.50, 0.54], False),  # a plateau whose noise put the best last
+    ([0.40, 0.44, 0.47, 0.49, 0.52, 0.54, 0.56, 0.58, 0.60], True),  # still rising at its cap
+])
+def test_fewer_updates_claim_uses_the_one_still_improving_rule(curve, improving):
+    """Sec. 5.4 marked a baseline as still improving whenever its best epoch was its last: the small SRL baseline's
+    seed 3 (a 20-epoch plateau, best at the 40th) held the claim undecided although Table 1 counted it converged."""
+    from types import SimpleNamespace
+
+    from runner.claims import updates_claim
+
+    def group(curve):
+        return {1: {"label": "srl/x seed 1", "result": {"knobs": {"NUM_EPOCHS": str(len(curve))},
+                                                          "epochs": [{"validation": v} for v in curve]}}}
+    runs = SimpleNamespace(groups={("table1", "srl", "baseline", None): group(curve),
+                                   ("table1", "srl", "ELMo", None): group([0.5, 0.6, 0.62])})
+    assert bool(updates_claim("srl", runs)["still_improving"]) == improving
