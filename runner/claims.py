@@ -61,6 +61,11 @@ def still_improving(result: dict) -> bool:
     return bool(fit.slope > 0 and fit.pvalue / 2 < IMPROVING_P)
 
 
+def _share(percent: float) -> str:
+    """A share of the training set in two significant digits, without exponents: 0.1, 1.8, 2.8, 10, 100."""
+    return f"{float(f'{percent:.2g}'):g}"
+
+
 def _percent(value: float) -> float:
     return 100.0 * value if value <= 1.0 else float(value)
 
@@ -262,12 +267,13 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
             percent = {x: full * float(x) for x in xs}
             for x in xs:
                 add(f"figure1.{task}.{x}", "Figure 1 (Sec. 5.4)", task,
-                    f"{TASK_NAMES[task]}: ELMo beats the baseline at {percent[x]:.2g} % of the training set",
+                    f"{TASK_NAMES[task]}: ELMo beats the baseline at {_share(percent[x])} % of the training set",
                     [(1, ("figure1", task, "ELMo", x)), (-1, ("figure1", task, "baseline", x))], "(plot only)")
             small, large = min(xs, key=float), max(xs, key=float)
             if small != large:
                 add(f"figure1.{task}.smaller_data_larger_gain", "Figure 1 (Sec. 5.4)", task,
-                    f"{TASK_NAMES[task]}: the gain is larger at {percent[small]:.2g} % than at {percent[large]:.2g} %",
+                    f"{TASK_NAMES[task]}: the gain is larger at {_share(percent[small])} % than at "
+                    f"{_share(percent[large])} %",
                     [(1, ("figure1", task, "ELMo", small)), (-1, ("figure1", task, "baseline", small)),
                      (-1, ("figure1", task, "ELMo", large)), (1, ("figure1", task, "baseline", large))],
                     "(plot only) gains shrink as the training set grows")
@@ -323,7 +329,7 @@ def untestable(sweeps: List[dict]) -> List[str]:
         if task == "srl" and not (any(_near(p, 1) for p in percents) and any(_near(p, 10) for p in percents)):
             top = max(percents)
             out.append(f"Figure 1 (Sec. 5.4): SRL: ELMo at 1 % of the training set ≈ the baseline at 10 % — the SRL "
-                       f"axis has no 1 % and 10 % points (it stops at {top:.2g} % of the full training set)")
+                       f"axis has no 1 % and 10 % points (it stops at {_share(top)} % of the full training set)")
     return out
 
 

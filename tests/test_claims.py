@@ -218,3 +218,10 @@ def test_fewer_updates_claim_uses_the_one_still_improving_rule(curve, improving)
     runs = SimpleNamespace(groups={("table1", "srl", "baseline", None): group(curve),
                                    ("table1", "srl", "ELMo", None): group([0.5, 0.6, 0.62])})
     assert bool(updates_claim("srl", runs)["still_improving"]) == improving
+
+
+def test_shares_of_the_training_set_read_without_exponents():
+    """The default profile's SRL axis ends at 100 %: claims.md said "the gain is larger at 0.1 % than at 1e+02 %"."""
+    from runner.claims import _share
+
+    assert [_share(p) for p in (0.1, 1.79, 2.78, 10.0, 100.0, 0.05588)] == ["0.1", "1.8", "2.8", "10", "100", "0.056"]
