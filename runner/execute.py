@@ -460,6 +460,8 @@ def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: b
     and the run directories must be at the same paths on every node, e.g. a shared file system)."""
     import ray
 
+    if address is None:  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
+        os.environ.setdefault("RAY_worker_niceness", "0")  # work they got ~4 % of a core here (the local executor: 0)
     ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)

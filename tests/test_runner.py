@@ -82,6 +82,28 @@ def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
         strip((local_path / "results" / "table1.md").read_text())
 
 
+@pytest.mark.parametrize("address, niceness", [(None, "0"), ("ray://cluster:10001", None)])
+def test_a_local_ray_instance_runs_the_trainings_at_normal_priority(address, niceness, monkeypatch):
+    """Ray starts its workers at nice 15, and the trainings inherit it: beside the small profile's two trainings the
+    Ray test's got ~4 % of a core each and timed out. A local instance gets the local executor's 0; a cluster's own
+    setting is left alone."""
+    import ray
+
+    from runner.execute import run_ray
+
+    seen = []
+
+    def init(**kwargs):
+        seen.append(os.environ.get("RAY_worker_niceness"))
+        raise RuntimeError("stop here")
+
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_ray([], lambda job, status: None, address=address)
+    assert seen == [niceness]
+
+
 def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
     bad = tmp_path / "broken.txt"  # beyond the first records that the preflight reads: 3 columns where CoNLL-2003 has 4
     bad.write_text("EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n" * 8000 + "EU NNP B-NP\n")
