@@ -191,7 +191,10 @@ def _same_training_code(commit_a: str, commit_b: str, repo: Path = REPO) -> bool
 
 def _last_checkpoint(model_dir: Path) -> Optional[int]:
     """Epochs completed at the newest checkpoint of allennlp's in ``model_dir`` whose two files load (a training
-    killed while writing one leaves it cut short: that one is removed and the one before is used), or None."""
+    killed while writing one leaves it cut short: that one is removed and the one before is used), or None.
+    allennlp links ``best.th`` to the newest model state only after writing the checkpoint
+    (gradient_descent_trainer.py, _try_train): when the checkpoint's own epoch is the best so far, best.th is made
+    that state here, so that a kill between the two cannot leave the test evaluated on an older best."""
     import torch
 
     states = {}
@@ -202,12 +205,17 @@ def _last_checkpoint(model_dir: Path) -> Optional[int]:
     for epochs in sorted(states, reverse=True):
         files = [states[epochs], model_dir / f"model_state_e{epochs}_b0.th"]
         try:
-            for f in files:
-                torch.load(f, map_location="cpu", weights_only=False)
-            return epochs
+            training_state, _ = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
         except Exception:  # noqa: BLE001  (a cut-short file: any unpickling error)
             for f in files:
                 f.unlink(missing_ok=True)
+            continue
+        tracker = training_state.get("metric_tracker") or {} if isinstance(training_state, dict) else {}
+        best = model_dir / "best.th"
+        if tracker.get("best_epoch") == epochs - 1 and not (best.is_file() and best.samefile(files[1])):
+            shutil.copyfile(files[1], best.with_name("best.th.partial"))
+            os.replace(best.with_name("best.th.partial"), best)
+        return epochs
     return None
 
 

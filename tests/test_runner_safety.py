@@ -529,8 +529,9 @@ def _checkpointed_run(tmp_path, knobs, epochs=2):
     run_dir, model = tmp_path / "run", tmp_path / "run" / "model"
     model.mkdir(parents=True)
     (run_dir / "log.txt").write_text("# first attempt\n")
-    for name in (f"training_state_e{epochs}_b0.th", f"model_state_e{epochs}_b0.th"):
-        torch.save({"epochs": epochs}, model / name)
+    torch.save({"metric_tracker": {"best_epoch": epochs - 1}}, model / f"training_state_e{epochs}_b0.th")
+    torch.save({"weights": epochs}, model / f"model_state_e{epochs}_b0.th")
+    torch.save({"weights": "an older best"}, model / "best.th")  # killed before allennlp linked the new best
     (run_dir / execute.ATTEMPTS).write_text(json.dumps([{"commit": "abc1234", "hardware": execute.hardware(),
                                                          "knobs": knobs, "started": time.time() - 100,
                                                          "from_epoch": 0, "inputs": None}]))
@@ -539,13 +540,21 @@ def _checkpointed_run(tmp_path, knobs, epochs=2):
 
 @pytest.mark.parametrize("change", ["none", "knobs", "code", "crashed", "cut_short_checkpoint"])
 def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monkeypatch):
+    import torch
+
     knobs = {"SEED": "1", "SIZE": "tiny"}
     run_dir = _checkpointed_run(tmp_path, knobs)
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(execute, "_same_training_code", lambda a, b: change != "code")
-    commands = []
+    best_at_start = []  # what best.th holds as the training starts (the runner deletes it once the run is done)
     real = execute.train_command
-    monkeypatch.setattr(execute, "train_command", lambda task, model: commands.append(model) or real(task, model))
+
+    def command(task, model):
+        best = Path(model) / "best.th"
+        best_at_start.append(torch.load(best, weights_only=False) if best.is_file() else None)
+        return real(task, model)
+
+    monkeypatch.setattr(execute, "train_command", command)
     if change == "knobs":
         knobs = {**knobs, "SEED": "2"}
     if change == "crashed":
@@ -563,6 +572,7 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
         assert [a["from_epoch"] for a in result["attempts"]] == [0, 2]
         assert result["wall_time_s"] >= 99  # the first attempt's kept work counts
         assert not (run_dir / "model" / "training_state_e3_b0.th").exists()
+        assert best_at_start == [{"weights": 2}]  # the checkpoint's epoch was the best: best.th is its state
     else:
         assert "--recover" not in log and "first attempt" not in log and result["attempts"] is None
         assert result["wall_time_s"] < 99
