@@ -66,7 +66,7 @@ elmo.experiment(reader(true),
     // small/tiny keep torch's defaults: with eps 1e-8 the first steps are ~10x smaller and the few epochs of a
     // CPU run barely move the loss.
     optimizer: { type: 'adadelta', lr: 1.0 } + elmo.size({ rho: 0.95, eps: 1e-8 }, {}, {}),
-    moving_average: { type: 'exponential', decay: 0.999 },
+    moving_average: { type: 'exponential_resumable', decay: 0.999 },  // allennlp's 'exponential', resumable
     validation_metric: '+f1',
     // document-qa trains a fixed number of epochs and keeps the best dev F1 (ablate_elmo_model.py:41): no early stop.
     // small: patience 5 (allennlp-models' esim.jsonnet's) ends a converged run early, under the cap of the small profile

@@ -205,16 +205,21 @@ def _last_checkpoint(model_dir: Path) -> Optional[int]:
     for epochs in sorted(states, reverse=True):
         files = [states[epochs], model_dir / f"model_state_e{epochs}_b0.th"]
         try:
-            training_state, _ = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+            training_state, model_state = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
         except Exception:  # noqa: BLE001  (a cut-short file: any unpickling error)
             for f in files:
                 f.unlink(missing_ok=True)
             continue
-        tracker = training_state.get("metric_tracker") or {} if isinstance(training_state, dict) else {}
-        best = model_dir / "best.th"
-        if tracker.get("best_epoch") == epochs - 1 and not (best.is_file() and best.samefile(files[1])):
-            shutil.copyfile(files[1], best.with_name("best.th.partial"))
-            os.replace(best.with_name("best.th.partial"), best)
+        training_state = training_state if isinstance(training_state, dict) else {}
+        best, partial = model_dir / "best.th", model_dir / "best.th.partial"
+        average = (training_state.get("moving_average") or {}).get("shadows")
+        if (training_state.get("metric_tracker") or {}).get("best_epoch") == epochs - 1:
+            if average:  # allennlp saves the best model with the averaged weights (SQuAD: document-qa's average)
+                torch.save({**model_state, **average}, partial)
+                os.replace(partial, best)
+            elif not (best.is_file() and best.samefile(files[1])):
+                shutil.copyfile(files[1], partial)
+                os.replace(partial, best)
         return epochs
     return None
 

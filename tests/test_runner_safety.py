@@ -522,15 +522,16 @@ def test_training_code_compared_between_commits(tmp_path):
     assert not execute._same_training_code(a, b + "+changes", tmp_path)
 
 
-def _checkpointed_run(tmp_path, knobs, epochs=2):
-    """A run directory as an attempt cut off after ``epochs`` epochs leaves it."""
+def _checkpointed_run(tmp_path, knobs, epochs=2, average=None):
+    """A run directory as an attempt cut off after ``epochs`` epochs leaves it (with a moving average's shadows)."""
     import torch
 
     run_dir, model = tmp_path / "run", tmp_path / "run" / "model"
     model.mkdir(parents=True)
     (run_dir / "log.txt").write_text("# first attempt\n")
-    torch.save({"metric_tracker": {"best_epoch": epochs - 1}}, model / f"training_state_e{epochs}_b0.th")
-    torch.save({"weights": epochs}, model / f"model_state_e{epochs}_b0.th")
+    torch.save({"metric_tracker": {"best_epoch": epochs - 1}, "moving_average": average and {"shadows": average}},
+               model / f"training_state_e{epochs}_b0.th")
+    torch.save({"weights": epochs, "buffer": "kept"}, model / f"model_state_e{epochs}_b0.th")
     torch.save({"weights": "an older best"}, model / "best.th")  # killed before allennlp linked the new best
     (run_dir / execute.ATTEMPTS).write_text(json.dumps([{"commit": "abc1234", "hardware": execute.hardware(),
                                                          "knobs": knobs, "started": time.time() - 100,
@@ -538,12 +539,12 @@ def _checkpointed_run(tmp_path, knobs, epochs=2):
     return run_dir
 
 
-@pytest.mark.parametrize("change", ["none", "knobs", "code", "crashed", "cut_short_checkpoint"])
+@pytest.mark.parametrize("change", ["none", "knobs", "code", "crashed", "cut_short_checkpoint", "moving_average"])
 def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monkeypatch):
     import torch
 
     knobs = {"SEED": "1", "SIZE": "tiny"}
-    run_dir = _checkpointed_run(tmp_path, knobs)
+    run_dir = _checkpointed_run(tmp_path, knobs, average={"weights": "averaged"} if change == "moving_average" else None)
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(execute, "_same_training_code", lambda a, b: change != "code")
     best_at_start = []  # what best.th holds as the training starts (the runner deletes it once the run is done)
@@ -566,13 +567,15 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
     assert status["status"] == "done", status
     result = json.loads((run_dir / "result.json").read_text())
     log = (run_dir / "log.txt").read_text()
-    if change in ("none", "cut_short_checkpoint"):
+    if change in ("none", "cut_short_checkpoint", "moving_average"):
         assert "--recover" in log and log.startswith("# first attempt")
         assert "attempt 2: goes on from the checkpoint after epoch 2" in log
         assert [a["from_epoch"] for a in result["attempts"]] == [0, 2]
         assert result["wall_time_s"] >= 99  # the first attempt's kept work counts
         assert not (run_dir / "model" / "training_state_e3_b0.th").exists()
-        assert best_at_start == [{"weights": 2}]  # the checkpoint's epoch was the best: best.th is its state
+        # the checkpoint's epoch was the best: best.th is its state, with the averaged weights where it has them
+        weights = "averaged" if change == "moving_average" else 2
+        assert best_at_start == [{"weights": weights, "buffer": "kept"}]
     else:
         assert "--recover" not in log and "first attempt" not in log and result["attempts"] is None
         assert result["wall_time_s"] < 99

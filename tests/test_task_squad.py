@@ -205,3 +205,34 @@ def test_paper_size_with_glove_indexes_cased_words_and_uses_the_fallback(task_en
     task_env(ELMO="both")
     params = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "squad.jsonnet")).as_dict()
     assert params["model"]["linear_dim"] == 180 and params["trainer"]["num_epochs"] == 24
+
+
+@pytest.mark.parametrize("kind", ["exponential", "exponential_resumable"])
+def test_the_moving_average_follows_the_model_after_a_checkpoint_is_loaded(kind, tmp_path):
+    """allennlp's exponential average, loaded from a checkpoint (allennlp train --recover), takes the checkpoint's
+    copies of the parameters for the live ones: the average stops following the model and validation runs on the raw
+    weights. The one SQuAD's config names keeps following the model."""
+    from allennlp.training.moving_average import MovingAverage
+
+    import tasks.squad  # noqa: F401  (registers exponential_resumable)
+
+    def fresh():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        return model, MovingAverage.by_name(kind)(list(model.named_parameters()), decay=0.5)
+
+    model, average = fresh()
+    average.apply()
+    torch.save(average.state_dict(), tmp_path / "training_state.th")
+    model, average = fresh()  # a new process: a new model, the checkpoint loaded into it
+    start = model.weight.detach().clone()  # = the average in the checkpoint
+    average.load_state_dict(torch.load(tmp_path / "training_state.th", weights_only=False))
+    with torch.no_grad():
+        model.weight.fill_(1.0)  # training goes on
+    average.apply()  # shadow = 0.5 * old shadow + 0.5 * 1.0
+    before = model.weight.detach().clone()
+    average.assign_average_value()  # validation: the model takes the averages
+    followed = not torch.equal(model.weight, before)
+    assert followed == (kind == "exponential_resumable")
+    if followed:
+        assert torch.allclose(model.weight, 0.5 * start + 0.5)
