@@ -229,7 +229,7 @@ def _resume_from(run_dir: Path, knobs: Dict[str, str], commit: str) -> Tuple[Lis
     from (``allennlp train --recover``), or None to start from scratch. A run goes on only from a checkpoint made with
     the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
     training code (TRAINING_CODE at a clean commit; committing results between sessions changes nothing): so that a
-    run cut off by the end of a session (a SQuAD run takes an hour) loses at most one epoch. allennlp restores the
+    run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch. allennlp restores the
     weights, optimizer, learning-rate schedule, early-stopping state and the best model so far, and replays the data
     order of the epochs done; the dropout masks after the restart differ from those of an uninterrupted run."""
     if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
