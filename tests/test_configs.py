@@ -246,3 +246,13 @@ def test_batches_per_epoch_trains_that_many_batches_per_epoch(tmp_path):
     bars = re.findall(r"(\d+)/(\d+) \[", (tmp_path / "m" / "out.log").read_text())  # tqdm: done/total [
     assert {total for _, total in bars} == {"5", "1"}  # training 5 (not 3), dev 1
     assert ("5", "5") in bars and ("1", "1") in bars
+
+
+def test_every_moving_average_in_the_configs_survives_a_resume(knobs):
+    """allennlp's 'exponential' average stops following the model after `allennlp train --recover`, which the runner
+    uses to go on with a run cut off by the end of a session (tasks/squad/moving_average.py)."""
+    knobs()
+    averages = {task: config_params(task).as_dict()["trainer"].get("moving_average")
+                for task in ("squad", "snli", "srl", "coref", "ner", "sst")}
+    assert averages["squad"] == {"type": "exponential_resumable", "decay": 0.999}
+    assert all(a is None or a["type"] == "exponential_resumable" for a in averages.values())
