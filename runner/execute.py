@@ -224,22 +224,22 @@ def _last_checkpoint(model_dir: Path) -> Optional[int]:
     return None
 
 
-def _resume_from(run_dir: Path, knobs: Dict[str, str], commit: str) -> Tuple[List[dict], Optional[int]]:
+def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int]]:
     """The earlier attempts of an unfinished run, and the epochs completed at the checkpoint the next attempt goes on
     from (``allennlp train --recover``), or None to start from scratch. A run goes on only from a checkpoint made with
     the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
     training code (TRAINING_CODE at a clean commit; committing results between sessions changes nothing): so that a
     run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch. allennlp restores the
     weights, optimizer, learning-rate schedule, early-stopping state and the best model so far, and replays the data
-    order of the epochs done; the dropout masks after the restart differ from those of an uninterrupted run."""
+    order of the epochs done; the dropout masks after the restart differ from those of an uninterrupted run.
+    ``started``: the attempt about to start (its commit, hardware, knobs, inputs)."""
     if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
         return [], None
     try:
         attempts = json.loads((run_dir / ATTEMPTS).read_text())
         last = attempts[-1]
-        inputs = json.loads((run_dir / "inputs.json").read_text()) if (run_dir / "inputs.json").is_file() else None
-        if (last["knobs"] == knobs and last.get("inputs") == inputs and last["hardware"] == hardware()
-                and _same_training_code(last["commit"], commit)):
+        if (all(last.get(key) == started[key] for key in ("knobs", "inputs", "hardware"))
+                and _same_training_code(last["commit"], started["commit"])):
             epochs = _last_checkpoint(run_dir / "model")
             if epochs:
                 return attempts, epochs
@@ -260,8 +260,11 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     if _stopping.is_set():
         return {"status": "interrupted"}
     model_dir = run_dir / "model"
-    commit = git_commit()  # the code the training reads as it starts
-    attempts, resume = _resume_from(run_dir, knobs, commit)
+    inputs_path = run_dir / "inputs.json"
+    attempt = {"commit": git_commit(),  # the code the training reads as it starts
+               "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
+               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
+    attempts, resume = _resume_from(run_dir, attempt)
     if resume is None:
         shutil.rmtree(model_dir, ignore_errors=True)
         attempts = []
@@ -272,10 +275,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     (run_dir / PREDICTIONS).unlink(missing_ok=True)  # an earlier attempt's, not this run's
     run_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "unit_predictions.json.gz").unlink(missing_ok=True)
-    inputs_path = run_dir / "inputs.json"
-    attempts.append({"commit": commit, "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
-                     "from_epoch": resume or 0,
-                     "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None})
+    attempts.append({**attempt, "from_epoch": resume or 0})
     write_json(run_dir / ATTEMPTS, attempts)
     env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
     command = train_command(task, model_dir) + (["--recover"] if resume else [])
@@ -321,7 +321,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "metrics": metrics, "epochs": [{"epoch": m.get("epoch"), "training": m.get(f"training_{metric}"),
                                               "validation": m.get(f"validation_{metric}")} for m in epochs],
               "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
-              "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None,
+              "inputs": attempt["inputs"],
               "wall_time_s": wall, "log": str(log), "made": made_record(attempts[0]["commit"]),
               "attempts": [{k: a[k] for k in ("commit", "from_epoch", "started") if k in a} for a in attempts]
               if len(attempts) > 1 else None,
