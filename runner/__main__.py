@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from runner.eta import Estimator
 from runner.execute import (PREDICTIONS, git_commit, hardware, keep_predictions_again, load_result, repo_relative,
-                            write_json)
+                            under_way, write_json)
 from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
@@ -279,6 +279,11 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
     for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
         plan.run_dir[run].mkdir(parents=True, exist_ok=True)
         write_json(plan.run_dir[run] / "inputs.json", inputs[run])
+    going_on = [r for r in todo if under_way(plan.run_dir[r], r.knob_dict)]
+    if going_on:  # runs cut off by the end of the last session first (runner/execute.py under_way)
+        todo = going_on + [r for r in todo if r not in going_on]
+        print(f"{len(going_on)} run(s) under way go on first from their checkpoints: "
+              f"{', '.join(plan.run_dir[r].name for r in going_on)}", flush=True)
     caches = ({} if args.no_cache or not plan.profile.get("cache", True)
               else build_caches(todo, Path(args.cache_dir), stage_device))
     jobs = [job_for(r, plan.run_dir[r], caches, plan.profile, plan.cells, args) for r in todo]

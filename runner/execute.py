@@ -248,6 +248,22 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
     return [], None
 
 
+def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
+    """The attempt about to start: the code the training reads as it starts, the machine, knobs and inputs."""
+    inputs_path = run_dir / "inputs.json"
+    return {"commit": git_commit(), "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
+            "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
+
+
+def under_way(run_dir: Path, knobs: Dict[str, str]) -> bool:
+    """Whether an unfinished run would go on from a checkpoint of an earlier attempt (_resume_from). The runner
+    trains such runs first: a session's end cuts off the runs it was training, and each of them is resumable only
+    while the training code stays as it was (a later change makes it start over)."""
+    if (run_dir / "result.json").is_file() or not (run_dir / ATTEMPTS).is_file():
+        return False
+    return _resume_from(run_dir, _attempt(run_dir, knobs))[1] is not None
+
+
 def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
                 keep_models: bool = False) -> dict:
     """Train (and test) one run; returns a status dict. Safe to call again on a finished run (it skips); an
@@ -260,10 +276,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     if _stopping.is_set():
         return {"status": "interrupted"}
     model_dir = run_dir / "model"
-    inputs_path = run_dir / "inputs.json"
-    attempt = {"commit": git_commit(),  # the code the training reads as it starts
-               "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
-               "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
+    attempt = _attempt(run_dir, knobs)
     attempts, resume = _resume_from(run_dir, attempt)
     if resume is None:
         shutil.rmtree(model_dir, ignore_errors=True)

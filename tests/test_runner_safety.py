@@ -581,6 +581,31 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
         assert result["wall_time_s"] < 99
 
 
+def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
+    """The end of a session cuts off the runs it trains: the next runner trains them before any other run (each is
+    resumable only while the training code stays as it was), here the last of three seeds before the first."""
+    import torch
+
+    three = {"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 3}}}
+    path = write_profile(tmp_path, sweep_overrides=three)
+    assert runner_main.main(runner_args(tmp_path, path, "--jobs", "1")) == 0
+    first, _, last = fake_training[:]
+    for model in (first, last):  # both unfinished; the last seed was cut off after epoch 2's checkpoint
+        (model.parent / "result.json").unlink()
+    torch.save({"metric_tracker": {"best_epoch": 1}}, last / "training_state_e2_b0.th")
+    torch.save({"weights": 2}, last / "model_state_e2_b0.th")
+    monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(execute, "_same_training_code", lambda a, b: True)
+    [run] = [r for r in runner_main.make_plan(runner_main.parse_args(runner_args(tmp_path, path))).runs
+             if r.run_id == last.parent.name]
+    (last.parent / execute.ATTEMPTS).write_text(json.dumps([{
+        "commit": "abc1234", "hardware": execute.hardware(), "knobs": run.knob_dict, "started": time.time() - 100,
+        "from_epoch": 0, "inputs": json.loads((last.parent / "inputs.json").read_text())}]))
+    fake_training.clear()
+    assert runner_main.main(runner_args(tmp_path, path, "--jobs", "1")) == 0
+    assert fake_training == [last, first]
+
+
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory):
     """A real runner trains a 5-epoch run; after its checkpoint of epoch 2 the runner and its training are killed
