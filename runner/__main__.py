@@ -279,20 +279,22 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
     for run in todo:  # what the run reads, recorded with its result (runner/inputs.py)
         plan.run_dir[run].mkdir(parents=True, exist_ok=True)
         write_json(plan.run_dir[run] / "inputs.json", inputs[run])
-    going_on = [r for r in todo if under_way(plan.run_dir[r], r.knob_dict)]
+    done = {r: under_way(plan.run_dir[r], r.knob_dict) for r in todo}
+    going_on = [r for r in todo if done[r]]
     if going_on:  # runs cut off by the end of the last session first (runner/execute.py under_way)
         todo = going_on + [r for r in todo if r not in going_on]
         print(f"{len(going_on)} run(s) under way go on first from their checkpoints: "
-              f"{', '.join(plan.run_dir[r].name for r in going_on)}", flush=True)
+              f"{', '.join(f'{plan.run_dir[r].name} (after epoch {done[r]})' for r in going_on)}", flush=True)
     caches = ({} if args.no_cache or not plan.profile.get("cache", True)
               else build_caches(todo, Path(args.cache_dir), stage_device))
-    jobs = [job_for(r, plan.run_dir[r], caches, plan.profile, plan.cells, args) for r in todo]
+    jobs = [{**job_for(r, plan.run_dir[r], caches, plan.profile, plan.cells, args), "epochs_done": done[r] or 0}
+            for r in todo]
     parallel = args.jobs or int(plan.profile.get("jobs", 1))
     estimator = Estimator()
     for run in finished:
         estimator.add_result(load_result(plan.run_dir[run] / "result.json")[0])
     if jobs:
-        print(f"to do: {estimator.describe([(j['task'], j['knobs']) for j in jobs], parallel)}", flush=True)
+        print(f"to do: {estimator.describe(_costed(jobs), parallel)}", flush=True)
     execute(jobs, args, parallel, gpus, archive=archive, estimator=estimator)
     if not args.baselines_only:
         run_probes(plan.probes, plan.probe_dir, args)
@@ -596,6 +598,11 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
             "label": f"{run.task} elmo={k['ELMO']} mix={k['ELMO_MIX']} frac={k['TRAIN_FRACTION']} seed={k['SEED']}"}
 
 
+def _costed(jobs) -> list:
+    """What runner/eta.py costs of each job: its task, knobs and the epochs a run under way has done."""
+    return [(j["task"], j["knobs"], j.get("epochs_done", 0)) for j in jobs]
+
+
 def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None, estimator=None) -> None:
     from runner.execute import run_local, run_ray
 
@@ -615,7 +622,7 @@ def execute(jobs, args, parallel: int, gpus=(), threads=None, archive=None, esti
                 archive(Path(job["run_dir"]))
         else:
             what = f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}"
-        eta = estimator.describe([(j["task"], j["knobs"]) for j in left.values()], parallel) if left else "none left"
+        eta = estimator.describe(_costed(left.values()), parallel) if left else "none left"
         print(f"[{len(runs) - len(left):>3}/{len(runs)}] {job['label']}: {what} | to do: {eta}", flush=True)
 
     if args.executor == "ray":

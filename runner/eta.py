@@ -3,7 +3,7 @@ epochs run), for the plan line and the ETA of a multi-session profile whose runs
 min, a SQuAD run ~1 h on the small profile).
 
 An unfinished run costs the median seconds per epoch of the finished runs most like it times their median number of
-epochs, at most its own cap (NUM_EPOCHS). "Most like it", the first level that has finished runs: the same task,
+epochs, at most its own cap (NUM_EPOCHS), less the epochs a run under way has done (at least one left). "Most like it", the first level that has finished runs: the same task,
 baseline or ELMo, training fraction and batches per epoch; else the same task and baseline or ELMo; else the same
 task. A task without a finished run is not estimated, and the estimate says so.
 """
@@ -35,7 +35,8 @@ class Estimator:
             self.add(result.get("task"), result.get("knobs") or {}, result.get("wall_time_s"),
                      len(result.get("epochs") or []))
 
-    def seconds(self, task: str, knobs: dict) -> Optional[float]:
+    def seconds(self, task: str, knobs: dict, done: int = 0) -> Optional[float]:
+        """``done``: epochs a run under way has at the checkpoint it goes on from (runner/execute.py under_way)."""
         for key in _levels(task, knobs):
             like = self._by_level.get(key)
             if like:
@@ -44,14 +45,15 @@ class Estimator:
                 cap = knobs.get("NUM_EPOCHS")
                 if cap and str(cap).isdigit():
                     epochs = min(epochs, int(cap))
-                return per_epoch * epochs
+                return per_epoch * max(epochs - done, 1)
         return None
 
-    def describe(self, todo: Iterable[Tuple[str, dict]], parallel: int) -> str:
-        """One line: the estimated training time of `todo` and its wall time at `parallel` runs at a time."""
+    def describe(self, todo: Iterable[Tuple[str, dict, int]], parallel: int) -> str:
+        """One line: the estimated training time of `todo` (task, knobs, epochs done) and its wall time at `parallel`
+        runs at a time."""
         known, unknown = 0.0, {}
-        for task, knobs in todo:
-            s = self.seconds(task, knobs)
+        for task, knobs, done in todo:
+            s = self.seconds(task, knobs, done)
             if s is None:
                 unknown[task] = unknown.get(task, 0) + 1
             else:

@@ -255,13 +255,13 @@ def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
             "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
 
 
-def under_way(run_dir: Path, knobs: Dict[str, str]) -> bool:
-    """Whether an unfinished run would go on from a checkpoint of an earlier attempt (_resume_from). The runner
-    trains such runs first: a session's end cuts off the runs it was training, and each of them is resumable only
-    while the training code stays as it was (a later change makes it start over)."""
+def under_way(run_dir: Path, knobs: Dict[str, str]) -> Optional[int]:
+    """The epochs done at the checkpoint of an earlier attempt that an unfinished run would go on from
+    (_resume_from), or None. The runner trains such runs first: a session's end cuts off the runs it was training, and
+    each of them is resumable only while the training code stays as it was (a later change makes it start over)."""
     if (run_dir / "result.json").is_file() or not (run_dir / ATTEMPTS).is_file():
-        return False
-    return _resume_from(run_dir, _attempt(run_dir, knobs))[1] is not None
+        return None
+    return _resume_from(run_dir, _attempt(run_dir, knobs))[1]
 
 
 def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],

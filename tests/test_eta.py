@@ -23,6 +23,17 @@ def test_the_line_says_what_it_could_not_estimate():
     e = Estimator()
     e.add_result({"task": "srl", "knobs": knobs(epochs="40"), "wall_time_s": 3600.0, "epochs": [{}] * 30})
     e.add_result(None)  # a run without a readable result adds nothing
-    line = e.describe([("srl", knobs(epochs="40")), ("srl", knobs(epochs="40")), ("squad", knobs()), ("squad", knobs("both"))], 2)
+    line = e.describe([("srl", knobs(epochs="40"), 0), ("srl", knobs(epochs="40"), 0), ("squad", knobs(), 0),
+                       ("squad", knobs("both"), 0)], 2)
     assert line.startswith("~2.0 h of runs, ~1.0 h of wall time at 2 at a time")
     assert line.endswith("no finished run of their task yet: squad x2")
+
+
+def test_a_run_under_way_costs_the_epochs_it_has_left():
+    """A run cut off by a session's end goes on from its checkpoint: counting it whole overstated what was left (two
+    SQuAD baselines after 7 of ~40 epochs)."""
+    e = Estimator([("squad", knobs(epochs="50"), 4000.0, 40)])  # 100 s per epoch, 40 epochs
+    assert e.seconds("squad", knobs(epochs="50")) == 4000.0
+    assert e.seconds("squad", knobs(epochs="50"), done=7) == 3300.0
+    assert e.seconds("squad", knobs(epochs="50"), done=45) == 100.0  # past the usual length: one epoch at least
+    assert e.describe([("squad", knobs(epochs="50"), 30)], 1).startswith("~0.3 h of runs")
