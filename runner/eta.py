@@ -1,11 +1,12 @@
 """How long a profile's unfinished runs will take, estimated from its finished ones (their result.json: wall time and
 epochs run), for the plan line and the ETA of a multi-session profile whose runs differ 10x in cost (a SNLI run ~10
-min, a SQuAD run ~1 h on the small profile).
+min, a SQuAD run ~2 h on the small profile).
 
 An unfinished run costs the median seconds per epoch of the finished runs most like it times their median number of
 epochs, at most its own cap (NUM_EPOCHS), less the epochs a run under way has done (at least one left). "Most like
 it", the first level that has finished runs: the same task, baseline or ELMo, training fraction and batches per
-epoch; else the same task and baseline or ELMo; else the same task. A task without a finished run is not estimated, and the estimate says so.
+epoch; else the same task and baseline or ELMo; else the same task. A task without a finished run is not estimated,
+and the estimate says so.
 """
 import statistics
 from typing import Iterable, List, Optional, Tuple
