@@ -158,7 +158,17 @@ EXTRACTORS = {"esim_sized": ("accuracy", _accuracy_units), "esim": ("accuracy", 
               "coref": ("conll_coref", _coref_units)}
 
 
-def predict_units(model, reader: DatasetReader, path: str, extract) -> List[dict]:
+def evaluation_batch_size(config: dict) -> int:
+    """The run's own evaluation batch size (its validation data loader's, else its data loader's, else BATCH). Some
+    outputs depend on the batch: the coreference model keeps floor(spans_per_word x padded length) spans
+    (allennlp-models coref.py:183,212), so a document batched with a longer one gets more candidate spans and other
+    clusters; it is evaluated one document per batch (jsonnet_configs/coref.jsonnet)."""
+    loader = config.get("validation_data_loader") or config.get("data_loader") or {}
+    size = loader.get("batch_size") or (loader.get("batch_sampler") or {}).get("batch_size")
+    return int(size) if size else BATCH
+
+
+def predict_units(model, reader: DatasetReader, path: str, extract, batch_size: int = BATCH) -> List[dict]:
     """The units of one file, in file order, ids = position (or the data's own id where it has one)."""
     instances = list(reader.read(path))
     device = next(model.parameters()).device
@@ -166,8 +176,8 @@ def predict_units(model, reader: DatasetReader, path: str, extract) -> List[dict
     model.eval()
     try:
         with torch.no_grad():
-            for start in range(0, len(instances), BATCH):
-                chunk = instances[start:start + BATCH]
+            for start in range(0, len(instances), batch_size):
+                chunk = instances[start:start + batch_size]
                 batch = Batch(chunk)
                 batch.index_instances(model.vocab)
                 output = model(**nn_util.move_to_device(batch.as_tensor_dict(), device))
@@ -201,7 +211,7 @@ class UnitPredictionsCallback(TrainerCallback):
         splits = {}
         for split, key in (("dev", "validation_data_path"), ("test", "test_data_path")):
             if config.get(key):
-                units = predict_units(model, reader, config[key], extract)
+                units = predict_units(model, reader, config[key], extract, evaluation_batch_size(config))
                 splits[split] = {"ids": [u["id"] for u in units], "counts": [u["counts"] for u in units],
                                  "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
                 if units and "verb" in units[0]:  # SRL: the word srl-eval.pl sees as the target (_srl_units)

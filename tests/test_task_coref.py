@@ -426,6 +426,28 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
     assert kept["metric"] == "conll_coref" and set(kept["units"]) == {"dev", "test"}, kept
 
 
+def test_per_document_predictions_see_the_batches_of_the_evaluation(train_task, tmp_path):
+    """The model keeps floor(0.4 x padded length) spans (allennlp-models coref.py:183,212), so a document batched with
+    a longer one gets other predictions: the per-document pass must batch as the evaluation does (one document). It
+    batched 32 documents: the first LitBank run's dev predictions gave 47.2 against the reported 48.6, and were
+    refused. Dev here: the two sample training documents, 28 and 15 words."""
+    from runner.execute import keep_predictions
+    from tasks.predictions import UnitPredictionsCallback
+
+    model, run_dir = train_task("coref", NUM_EPOCHS=2, DEV_PATH=os.path.join(SAMPLE, "train"))
+    batches, forward = [], model.forward
+
+    def recorded(**batch):
+        batches.append(len(batch["metadata"]))
+        return forward(**batch)
+
+    model.forward = recorded  # the pass over dev (2 documents) and test (1) again, its batches recorded
+    UnitPredictionsCallback(str(run_dir))._write(model)
+    assert batches == [1, 1, 1]
+    kept = keep_predictions(run_dir, tmp_path, "coref_f1", json.loads((run_dir / "metrics.json").read_text()), {})
+    assert set(kept.get("units", {})) == {"dev", "test"}, kept
+
+
 @pytest.mark.parametrize("placement", ["input", "output", "both"])
 def test_elmo_placements_train_evaluate_and_reload(train_task, placement):
     model, run_dir = train_task("coref", ELMO=placement)
