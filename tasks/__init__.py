@@ -8,6 +8,10 @@ from tasks.knobs import apply_defaults, check_environment  # noqa: E402
 apply_defaults()
 check_environment()
 
+from tasks.checkpoint_loading import allow_numpy_scalars_in_checkpoints  # noqa: E402
+
+allow_numpy_scalars_in_checkpoints()  # allennlp train --recover under torch >= 2.6 (coref's numpy metrics)
+
 # Shared task infrastructure and the task packages (registered AllenNLP components).
 from tasks import elmo_input_sized, lr_schedulers, spacy_blank_tokenizer, subsample, unpacked_rnn  # noqa: E402,F401
 from tasks import ner  # noqa: E402,F401

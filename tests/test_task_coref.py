@@ -466,3 +466,20 @@ def test_elmo_placements_train_evaluate_and_reload(train_task, placement):
     assert model._mention_feedforward._module.get_input_dim() == span_dim
     assert model._antecedent_feedforward._module.get_input_dim() == 3 * span_dim + feature_size
     assert (run_dir / "elmo_mix_weights.json").exists()
+
+
+def test_a_run_cut_off_after_a_checkpoint_goes_on_with_recover(train_task, tmp_path):
+    """Coref's best metrics are numpy scalars (CEAF-e from scipy, allennlp-models conll_coref_scores.py), kept in the
+    training state's metric tracker; allennlp reads that state back with torch.load's default (checkpointer.py:289),
+    weights-only since torch 2.6, which refused them: every coref run cut off by the end of a session crashed when
+    the runner went on from its checkpoint (LitBank ELMo seed 1, after epoch 4)."""
+    from allennlp.commands.train import train_model_from_file
+
+    model, run_dir = train_task("coref", NUM_EPOCHS=2)
+    for name in ("model_state_e2_b0.th", "training_state_e2_b0.th", "metrics_epoch_1.json", "metrics.json",
+                 "model.tar.gz"):  # what a run killed during its second epoch has not yet written
+        (run_dir / name).unlink(missing_ok=True)
+    model = train_model_from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"), str(run_dir), recover=True)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epoch"] == 1 and 0.0 <= metrics["test_coref_f1"] <= 1.0
+    assert json.loads((run_dir / "metrics_epoch_0.json").read_text())["training_loss"] > 0
