@@ -249,20 +249,22 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
     parallel = args.jobs or int(profile.get("jobs", 1))
     _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else plan.probes)
-    if profile.get("vectors") and unrun:  # the baselines' word vectors, before any run (runner/vectors.py)
-        from runner.vectors import prepare_vectors
+    from runner.bilm import prepare_bilm, stages_pending
+    from runner.vectors import prepare_vectors, vectors_pending
 
+    task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
+    stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
+    beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2
+              and stages_pending(profile, task_knobs))
+    vectors = bool(profile.get("vectors")) and bool(unrun)  # the baselines' word vectors, before any baseline
+    if vectors and not (beside and vectors_pending(profile)):
         prepare_vectors(profile)
-    if not args.baselines_only and any(r.uses_elmo for r in unrun):
-        from runner.bilm import prepare_bilm, stages_pending
-
-        task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
-        if (args.executor == "local" and stage_device == "cpu" and parallel >= 2
-                and stages_pending(profile, task_knobs)):
-            train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo], plan.runs,
-                                          run_dir, plan.runs_dir, plan.cells, parallel, args, archive)
-        else:
-            prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
+        vectors = False
+    if beside:  # the vectors (if still to make) and then the baselines beside the biLM stages
+        train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo], plan.runs,
+                                      run_dir, plan.runs_dir, plan.cells, parallel, args, archive, vectors)
+    elif stages:
+        prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
     _check_inputs(profile, unrun)
     if profile.get("archive_runs") and profile.get("bilm"):
         from runner.bilm import archive_bilm
@@ -356,32 +358,63 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
 
 
 def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
-                                  args, archive=None) -> None:
+                                  args, archive=None, vectors: bool = False) -> None:
     """The biLM stages take one of the ``parallel`` slots (one process; the mini profiles pretrain on 1 thread) and
     the baseline runs, which do not read the biLM, the others, so that a 2-core machine is not half idle for the
-    hour of pretraining; once the stages are done their slot trains baselines too. Stage progress goes to its log
-    only (the runs' lines are printed). Ctrl-C stops both (stop_runs() ends the stage processes too)."""
+    hours of pretraining; once the stages are done their slot trains baselines too. With ``vectors`` (the profile's
+    word vectors still to make: 1.8 h on 1 thread for the small profile, which the stages do not read) the vectors
+    stage takes the second slot first and the baselines, which read the vectors, wait for it. Stage progress goes
+    to its log only (the runs' lines are printed). Ctrl-C stops all (stop_runs() ends the stage processes too)."""
+    import threading
+
     from runner.bilm import prepare_bilm
+    from runner.vectors import prepare_vectors
 
     inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)
     todo = [r for r in baselines if r not in finished]
     if not todo:
         prepare_bilm(profile, task_knobs, parallel, "cpu")
         return
-    print(f"biLM stages run beside {len(todo)} baseline runs; stage progress is in the logs named below", flush=True)
-    for run in todo:
-        run_dir[run].mkdir(parents=True, exist_ok=True)
-        write_json(run_dir[run] / "inputs.json", inputs[run])
+    print(f"biLM stages run beside {'the word vectors and ' if vectors else ''}{len(todo)} baseline runs; stage "
+          "progress is in the logs named below", flush=True)
 
-    def stages():
-        started = time.time()
-        prepare_bilm(profile, task_knobs, 1, "cpu", quiet=True)
-        return {"status": "stages", "wall_time_s": round(time.time() - started, 1)}
+    def write_inputs():  # what each baseline reads, its word vectors' checksum included (so only once they exist)
+        now = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)[0] if vectors else inputs
+        for run in todo:
+            run_dir[run].mkdir(parents=True, exist_ok=True)
+            write_json(run_dir[run] / "inputs.json", now[run])
 
-    stage_job = {"call": stages, "label": "biLM stages"}  # first in the queue: it starts at once in its own slot
+    def timed(label, work):
+        def call():
+            started = time.time()
+            work()
+            return {"status": "stages", "wall_time_s": round(time.time() - started, 1)}
+        return {"call": call, "label": label}
+
+    jobs = [timed("biLM stages", lambda: prepare_bilm(profile, task_knobs, 1, "cpu", quiet=True))]
+    vectors_made, vectors_ok = threading.Event(), []
+    if vectors:
+        def make_vectors():
+            try:
+                prepare_vectors(profile)
+                write_inputs()
+                vectors_ok.append(True)
+            finally:  # the baselines waiting for them go on (or, if they failed, are not started)
+                vectors_made.set()
+        jobs.append(timed("word vectors", make_vectors))
+    else:
+        write_inputs()
+
+    def after_vectors() -> bool:
+        vectors_made.wait()
+        return bool(vectors_ok)
+
+    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo]
+    if vectors:
+        for job in baseline_jobs:
+            job["after"] = after_vectors
     threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
-    execute([stage_job] + [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo], args, parallel, (),
-            threads, archive=archive)
+    execute(jobs + baseline_jobs, args, parallel, (), threads, archive=archive)  # the stages first: they start at once
 
 
 def restore_archived(profile, runs, run_dir, results_dir: Path):

@@ -449,6 +449,8 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
     def one(job: Job) -> dict:
         if "call" in job:  # work of the runner's own that takes a slot (the biLM stages): returns its status
             return job["call"]()
+        if "after" in job and not job["after"]():  # waits for what the run reads (the word vectors); False: it failed
+            return {"status": "interrupted"}
         gpu = free.get() if gpus else None
         try:
             pinned = {"CUDA_VISIBLE_DEVICES": gpu, "CUDA_DEVICE": "0"} if gpu is not None else {}

@@ -218,6 +218,13 @@ def stage_args(profile: dict) -> List[str]:
     return ["--train", *train, *(["--dims", *spec["dims"]] if spec.get("dims") else []), *spec.get("args", [])]
 
 
+def vectors_pending(profile: dict) -> bool:
+    """True when prepare_vectors() would train the profile's vectors."""
+    from runner.spec import repo_path
+
+    return bool(profile.get("vectors")) and not done(repo_path(profile["vectors"]["out"]), stage_args(profile))
+
+
 def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
     """Run the profile's vectors stage unless it is done. Returns its output directory (None without a stage)."""
     if not profile.get("vectors"):

@@ -247,6 +247,62 @@ def test_baselines_train_while_the_bilm_is_pretrained(tmp_path):
     assert json.loads(results["input"].read_text())["dev"] is not None
 
 
+def _stage_span(stages_json: Path) -> tuple:
+    """(start, end) in epoch seconds of the first stage a stages.json records."""
+    import datetime
+
+    stage = json.loads(stages_json.read_text())[0]
+    end = datetime.datetime.strptime(stage["date"].rsplit(" ", 1)[0], "%Y-%m-%d %H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    return end - stage["wall_time_s"], end
+
+
+def _vectors_profile(tmp_path, tokens: int, train: Path) -> dict:
+    """_bilm_profile with a word-vectors stage (runner/vectors.py) that NER's baseline reads as GLOVE_PATH."""
+    profile = _bilm_profile(tmp_path, tokens)
+    profile["vectors"] = {"out": str(tmp_path / "vectors"), "train": [str(train)], "dims": ["50:lowercase"],
+                          "args": ["--min-count", "1", "--epochs", "1"]}
+    profile["task_knobs"]["ner"]["GLOVE_PATH"] = str(tmp_path / "vectors" / "vectors.50d.lowercase.txt")
+    return profile
+
+
+def test_word_vectors_are_made_beside_the_pretraining_and_the_baselines_wait_for_them(tmp_path):
+    """A fresh machine makes the small profile's word vectors (1.8 h on 1 thread) and pretrains its biLM (3.5 h
+    or more): both at once on 2 jobs, not one after the other with a core idle; the baseline, which reads the
+    vectors, starts once they are made, and its result records their checksum."""
+    import hashlib
+
+    profile = _vectors_profile(tmp_path, 20_000, tmp_path / "train.txt")
+    done = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "biLM stages run beside the word vectors and 1 baseline runs" in done.stdout, done.stdout
+    vectors_start, vectors_end = _stage_span(tmp_path / "vectors" / "stages.json")
+    pretrain_start, pretrain_end = _stage_span(tmp_path / "bilm" / "stages.json")
+    assert vectors_start < pretrain_end - 1 and pretrain_start < vectors_end, (vectors_start, pretrain_start)
+    results = {json.loads(p.read_text())["knobs"]["ELMO"]: p for p in (tmp_path / "runs").glob("*/*/result.json")}
+    assert set(results) == {"none", "input"}
+    baseline = json.loads(results["none"].read_text())
+    assert results["none"].stat().st_mtime - baseline["wall_time_s"] >= vectors_end - 1
+    vectors = (tmp_path / "vectors" / "vectors.50d.lowercase.txt").read_bytes()
+    assert baseline["inputs"]["GLOVE_PATH"] == hashlib.sha256(vectors).hexdigest()
+
+
+def test_failed_word_vectors_start_no_baseline_and_stop_the_pretraining(tmp_path):
+    heldout = tmp_path / "heldout"  # the vectors stage refuses held-out text (runner/vectors.py): it fails at once
+    heldout.mkdir()
+    (heldout / "text.txt").write_text("held out text\n")
+    profile = _vectors_profile(tmp_path, 10_000_000, heldout / "text.txt")  # would pretrain for hours
+    started = time.time()
+    done = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "word vectors failed" in done.stderr.splitlines()[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and time.time() - started < 300
+    assert not list((tmp_path / "runs").glob("*/*/log.txt"))  # no baseline started
+    marker = str(tmp_path / "bilm")
+    assert subprocess.run(["pgrep", "-f", f"elmo_module pretrain.*{marker}"], capture_output=True).returncode == 1
+
+
 def test_ctrl_c_while_baselines_train_beside_the_pretraining_stops_both(tmp_path):
     profile = _bilm_profile(tmp_path, 10_000_000)  # would pretrain for hours
     process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
