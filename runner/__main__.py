@@ -513,7 +513,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     from runner.inputs import Checksums, input_paths, run_inputs, stale_inputs
 
     checksums = Checksums(runs_dir / ".checksums.json")
-    inputs, finished, stale, unverified = {}, set(), [], 0
+    inputs, finished, stale, unverified, read = {}, set(), [], 0, {}
     for run in runs:
         paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
         inputs[run] = run_inputs(paths, checksums, repo_path)
@@ -532,6 +532,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
             stale.append((run, changed))
         else:
             finished.add(run)
+            read[run_dir[run]] = {paths[k]: v for k, v in (result.get("inputs") or {}).items() if paths.get(k) and v}
     checksums.save()
     if unverified:
         print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
@@ -544,7 +545,28 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     for run, changed in stale:
         os.replace(run_dir[run] / "result.json", run_dir[run] / "result.stale.json")
         print(f"stale, runs again: {run_dir[run]} ({', '.join(changed)} changed)")
+    _check_same_bytes(read)
     return inputs, finished
+
+
+def _check_same_bytes(read: dict) -> None:
+    """Finished runs that read one path must have read the same bytes: a profile's tables mix nothing else. The
+    stale check above compares each run with the files here; this one compares the runs with each other, which is
+    what is left to check where the files are not (a fresh clone's --build-only: the profile's own vectors and biLM
+    stay out of git) and what a move to another machine breaks (its CPU trains other bytes from the same recipe).
+    ``read``: run directory -> {path: the sha256 its result.json recorded}."""
+    seen = {}  # path -> checksum -> the runs that read it
+    for directory, sums in read.items():
+        for path, digest in sums.items():
+            seen.setdefault(path, {}).setdefault(digest, []).append(directory)
+    mixed = {path: by_sum for path, by_sum in seen.items() if len(by_sum) > 1}
+    if mixed:
+        lines = [f"  - {path}: " + "; ".join(f"{len(dirs)} run(s) read sha256 {digest[:12]} (e.g. {dirs[0]})"
+                                              for digest, dirs in sorted(by_sum.items(), key=lambda kv: -len(kv[1])))
+                 for path, by_sum in sorted(mixed.items())]
+        raise SpecError(f"finished runs read different files at the same path, so their results cannot share a "
+                        f"table:\n" + "\n".join(lines) + "\nput the files the runs should share here and run again "
+                        "with --redo-stale (the others are trained anew)")
 
 
 def _check_inputs(profile, runs, exclude=(), probes=()):

@@ -241,6 +241,34 @@ def test_a_changed_bundled_sample_makes_a_finished_run_stale(tmp_path, capsys, f
     assert f"{result_path.parent}: DEV_PATH (tasks/ner/sample_data/dev.txt)" in err and len(fake_training) == 1
 
 
+def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys, fake_training):
+    """A fresh clone's --build-only has none of the profile's own vectors and biLM (out of git), so no run can be
+    stale there; yet runs remade after a move to another machine read other bytes at the same paths (its CPU trains
+    other vectors from the same recipe). Before the check the tables mixed them silently."""
+    data = tmp_path / "artifacts" / "train.txt"
+    data.parent.mkdir()
+    shutil.copy(NER_TRAIN, data)
+    overrides = {"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}}
+    path = write_profile(tmp_path, sweep_overrides=overrides, task_knobs={"ner": {"TRAIN_PATH": str(data)}})
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    first, second = result_paths(tmp_path)
+    result = json.loads(second.read_text())
+    result["inputs"]["TRAIN_PATH"] = "f" * 64  # what the other machine's file hashed to
+    second.write_text(json.dumps(result))
+    shutil.rmtree(data.parent)  # a fresh clone: the artifacts are not here
+    table = tmp_path / "results" / "table1.md"
+    table.unlink()
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: finished runs read different files at the same path"), err
+    assert f"{data}: 1 run(s) read sha256 " in err and "1 run(s) read sha256 ffffffffffff" in err
+    assert not table.exists()
+    result["inputs"]["TRAIN_PATH"] = json.loads(first.read_text())["inputs"]["TRAIN_PATH"]  # the same bytes: fine
+    second.write_text(json.dumps(result))
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0 and table.is_file()
+
+
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
     from runner.inputs import Checksums
 
