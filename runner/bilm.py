@@ -37,6 +37,45 @@ def _option(args: List[str], name: str) -> Optional[str]:
     return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
 
 
+SETTINGS = "stage_args.json"  # the profile's args a stage's output was made with (runner-written, beside its files)
+
+
+def _options(args: List[str]) -> Dict[str, List[str]]:
+    """``--name v1 v2 --flag`` -> {"--name": ["v1", "v2"], "--flag": []}."""
+    options, name = {}, None
+    for arg in args:
+        if arg.startswith("--"):
+            name = arg
+            options[name] = []
+        elif name is not None:
+            options[name].append(arg)
+    return options
+
+
+def check_settings(out: Path, args: List[str], what: str) -> None:
+    """A stage's output made with other args than the profile's now is neither reused nor resumed (a finished
+    pretraining was "done" whatever its args; a checkpoint went on under the new ones): a one-line error naming the
+    options that differ. Outputs written before the runner recorded args are not checked."""
+    path = out / SETTINGS
+    if not path.is_file():
+        return
+    old, new = _options(json.loads(path.read_text())["args"]), _options(args)
+
+    def shown(options, name):
+        return "(absent)" if name not in options else " ".join(options[name]) or "(set)"
+
+    changed = [f"{name} {shown(old, name)} -> {shown(new, name)}" for name in sorted(set(old) | set(new))
+               if old.get(name) != new.get(name)]
+    if changed:
+        raise SpecError(f"{what}: {out} was made with other settings than the profile's ({'; '.join(changed)}): "
+                        f"remove {out} to make it again, or put the profile's args back")
+
+
+def _record_settings(out: Path, args: List[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / SETTINGS, {"args": args})
+
+
 def pretraining_done(out: Path, args: List[str]) -> bool:
     """True once OUT/perplexity.json records a spent --tokens or --epochs budget (a --minutes stop is not done)."""
     path = out / "perplexity.json"
@@ -128,10 +167,12 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
     if "pretrain" in spec:
         pre = spec["pretrain"]
         out = repo_path(pre["out"])
+        check_settings(out, pre["args"], "biLM pretraining")
         if pretraining_done(out, pre["args"]):
             print(f"biLM pretraining: done ({out})")
         else:
             resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
+            _record_settings(out, pre["args"])
             _call([*python, "pretrain", *pre["args"], *_device(device, pre["args"]), "--out", str(out), *resume],
                   out, out / "pretrain.log", "biLM pretraining", show=not quiet)
             if not pretraining_done(out, pre["args"]):
@@ -145,6 +186,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         if task not in task_knobs:
             continue
         target = repo_path(fine["out"].format(task=task))
+        check_settings(target, fine.get("args", []), f"biLM fine-tuning on {task}")
         if (target / "perplexity.json").is_file():
             print(f"biLM fine-tuning on {task}: done ({target})")
             continue
@@ -160,7 +202,11 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
     show = not quiet and (jobs <= 1 or len(todo) <= 1)  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
         pinned = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(len(todo))]
-        for future in [pool.submit(_call, *job, show, env) for job, env in zip(todo, pinned)]:
+        def finetune(job, env):
+            _call(*job, show, env)
+            _record_settings(job[1], fine.get("args", []))  # finetune writes only into an empty --out
+
+        for future in [pool.submit(finetune, job, env) for job, env in zip(todo, pinned)]:
             future.result()
 
 

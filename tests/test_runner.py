@@ -1,6 +1,7 @@
 """The runner: resume after a kill, crashed runs, spec errors, and the Ray executor giving the local results."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,6 +193,23 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     assert fourth.returncode == 0 and "biLM pretraining: done" in fourth.stdout, fourth.stderr[-2000:]
     assert "biLM fine-tuning on ner: done" in fourth.stdout
     assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1
+
+    # other args in the profile: the finished stages are not reused as if made by them (before, "done" whatever
+    # their args; a checkpoint went on under the new ones)
+    shutil.rmtree(tmp_path / "runs" / "ner")
+    pretrain_args = profile["bilm"]["pretrain"]["args"]
+    profile["bilm"]["pretrain"]["args"] = pretrain_args + ["--precision", "bfloat16"]
+    fifth = run()
+    assert fifth.returncode == 2 and "Traceback" not in fifth.stderr, fifth.stderr[-2000:]
+    assert fifth.stderr.splitlines()[0] == (
+        f"error: biLM pretraining: {tmp_path / 'bilm'} was made with other settings than the profile's (--precision "
+        f"(absent) -> bfloat16): remove {tmp_path / 'bilm'} to make it again, or put the profile's args back")
+    profile["bilm"]["pretrain"]["args"] = pretrain_args
+    profile["bilm"]["finetune"]["args"] = ["--batch-size", "2", "--unroll", "5", "--threads", "1"]
+    sixth = run()
+    assert sixth.returncode == 2 and "biLM fine-tuning on ner:" in sixth.stderr.splitlines()[0], sixth.stderr[-2000:]
+    assert "(--batch-size 4 -> 2)" in sixth.stderr.splitlines()[0]
+    assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1  # nothing was trained
 
 
 def test_pretraining_stopped_by_minutes_is_not_done(tmp_path):
