@@ -23,7 +23,8 @@ from typing import List, Optional
 from runner.eta import Estimator
 from runner.execute import (PREDICTIONS, git_commit, hardware, keep_predictions_again, load_result, repo_relative,
                             under_way, write_json)
-from runner.probe_runs import execute_probe, missing_probe_inputs, plan_probes
+from runner.inputs import Checksums
+from runner.probe_runs import check_finished_probes, execute_probe, missing_probe_inputs, plan_probes
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
 
@@ -166,6 +167,7 @@ def _main(argv=None) -> int:
             restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
                                        plan.results_dir)
             check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=False, build_only=True)
+            check_finished_probes(plan.probes, plan.probe_dir, Checksums(plan.runs_dir / ".checksums.json"), False)
         else:
             wanted = wanted_runs(plan, args)
             from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
@@ -299,7 +301,7 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
         print(f"to do: {estimator.describe(_costed(jobs), parallel)}", flush=True)
     execute(jobs, args, parallel, gpus, archive=archive, estimator=estimator)
     if not args.baselines_only:
-        run_probes(plan.probes, plan.probe_dir, args)
+        run_probes(plan.probes, plan.probe_dir, args, Checksums(plan.runs_dir / ".checksums.json"))
         for probe in plan.probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
             archive(plan.probe_dir[probe])
 
@@ -610,13 +612,14 @@ def device_plan(device: str, args):
                    f"GPU, each pinned to its GPU")
 
 
-def run_probes(probes, probe_dir, args) -> None:
+def run_probes(probes, probe_dir, args, checksums) -> None:
     """The probe sweeps (Tables 4-6), one after the other, 1 CPU thread unless --threads; each is skipped once
-    finished."""
+    finished and current (a stale one stops the runner, or runs again with --redo-stale)."""
+    check_finished_probes(probes, probe_dir, checksums, args.redo_stale)
     threads = args.threads or 1
     cache = None if args.no_cache else args.cache_dir
     for i, probe in enumerate(probes, 1):
-        status = execute_probe(probe, probe_dir[probe], threads, cache)
+        status = execute_probe(probe, probe_dir[probe], threads, cache, checksums)
         what = (f"done ({status['wall_time_s']}s{', already finished' if status.get('skipped') else ''})"
                 if status["status"] == "done" else f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}")
         print(f"[probe {i}/{len(probes)}] {probe.sweep} ({probe.kind}): {what}", flush=True)

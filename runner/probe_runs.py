@@ -72,7 +72,52 @@ def missing_probe_inputs(runs: List[ProbeRun], hints: Dict[str, str] = None) -> 
     return missing
 
 
-def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optional[str]) -> dict:
+def probe_files(run: ProbeRun) -> List[str]:
+    """The files (and folders: WordNet) a probe run reads, as named in its args."""
+    return [value for flag, values in run.args if flag in PATH_ARGS + ("options", "weights")
+            for value in values if value and "${" not in value]
+
+
+def probe_inputs(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
+    """path -> sha256 of what the probe reads now (None for a path not here), as task runs record theirs."""
+    return {path: checksums.of(repo_path(path)) if repo_path(path).exists() else None for path in probe_files(run)}
+
+
+def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool) -> None:
+    """A finished probe run whose biLM or data changed since is stale, as a task run is (runner/__main__.py
+    check_finished): listed with a SpecError, or with ``redo`` its result.json moved to result.stale.json and run
+    again. Without this a profile's remade biLM (another machine's bytes, other stage args) kept the old probe
+    tables as if they were its own. Results recorded before probe runs kept their inputs cannot be checked (warned)."""
+    from runner.spec import SpecError
+
+    stale, unverified = [], 0
+    for run in runs:
+        path = run_dir[run] / "result.json"
+        if not path.is_file():
+            continue
+        recorded = json.loads(path.read_text()).get("inputs")
+        if recorded is None:
+            unverified += 1
+            continue
+        now = probe_inputs(run, checksums)
+        changed = [p for p, digest in now.items() if digest and recorded.get(p) and recorded[p] != digest]
+        if changed:
+            stale.append((run, changed))
+    checksums.save()
+    if unverified:
+        print(f"warning: {unverified} finished probe runs were written before the runner recorded what they read; "
+              f"their biLM and data cannot be checked", file=sys.stderr)
+    if stale and not redo:
+        lines = [f"  - {run_dir[run]}: {', '.join(changed)}" for run, changed in stale]
+        raise SpecError(f"{len(stale)} finished probe runs read files that have changed since (stale results):\n" +
+                        "\n".join(lines) + "\nrun again with --redo-stale to run them anew (the old result.json is "
+                        "kept as result.stale.json), or put the old files back")
+    for run, changed in stale:
+        (run_dir[run] / "result.json").replace(run_dir[run] / "result.stale.json")
+        print(f"stale, runs again: {run_dir[run]} ({', '.join(changed)} changed)")
+
+
+def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optional[str], checksums=None) -> dict:
     """Runs one probe (skips it if finished); returns its status like ``execute_run``."""
     result_path = run_dir / "result.json"
     if result_path.is_file():
@@ -97,5 +142,7 @@ def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optiona
     result = json.loads(probe_out.read_text())
     result.update({"run_id": run_dir.name, "sweep": run.sweep, "wall_time_s": wall, "log": str(log),
                    "command": command})
+    if checksums is not None:  # what it read, for check_finished_probes
+        result["inputs"] = probe_inputs(run, checksums)
     write_json(result_path, result)
     return {"status": "done", "skipped": False, **result}

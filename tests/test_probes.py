@@ -233,6 +233,50 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
         load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
 
 
+def test_a_probe_run_whose_bilm_changed_is_stale(tmp_path, monkeypatch, capsys):
+    """Probe runs kept no record of what they read: after a profile's biLM was made again (another machine's bytes)
+    the archived probe results stayed "finished" and their tables went on naming the new weights. Now a probe run
+    records the checksums of its biLM and data, and a changed file makes it stale as a task run is."""
+    import shutil
+
+    import h5py
+
+    from runner.__main__ import main
+
+    monkeypatch.chdir(REPO_ROOT)
+    bundled = REPO_ROOT / "elmo_module" / "bundled"
+    weights = tmp_path / "weights.hdf5"
+    shutil.copy(bundled / "tiny_weights.hdf5", weights)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"sweeps": ["table6"], "knobs": {
+        "ELMO_OPTIONS": str(bundled / "tiny_options.json"), "ELMO_WEIGHTS": str(weights)}}))
+    argv = ["--profile", str(profile), "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"),
+            "--no-cache"]
+    assert main(argv) == 0
+    [result] = (tmp_path / "runs").glob("probes/table6-*/result.json")
+    recorded = json.loads(result.read_text())["inputs"]
+    assert set(recorded) == {str(bundled / "tiny_options.json"), str(weights), "probes/sample_data/pos/train.txt",
+                             "probes/sample_data/pos/dev.txt", "probes/sample_data/pos/test.txt"}
+    before = json.loads(result.read_text())["layers"]
+
+    with h5py.File(weights, "r+") as f:  # the biLM made again: other bytes at the same path
+        names = []
+        f.visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+        data = f[names[0]]
+        data[...] = data[...] * 0.5
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 finished probe runs read files that have changed since"), err
+    assert f"{result.parent}: {weights}" in err and "--redo-stale" in err
+    assert main([*argv, "--build-only"]) == 2  # no table from it either
+    assert main([*argv, "--redo-stale"]) == 0
+    assert (result.parent / "result.stale.json").is_file()
+    assert json.loads(result.read_text())["inputs"][str(weights)] != recorded[str(weights)]
+    assert json.loads(result.read_text())["layers"] != before  # run again on the new weights
+    assert main(argv) == 0
+
+
 def test_neighbour_sentence_is_never_the_source_itself():
     """Table 4's source sentences are (cut-down) SemCor sentences: the nearest SemCor use of the word must come from
     another sentence (before the fix each source found itself)."""
