@@ -364,9 +364,10 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
     """The biLM stages take one of the ``parallel`` slots (one process; the mini profiles pretrain on 1 thread) and
     the baseline runs, which do not read the biLM, the others, so that a 2-core machine is not half idle for the
     hours of pretraining; once the stages are done their slot trains baselines too. With ``vectors`` (the profile's
-    word vectors still to make: 1.8 h on 1 thread for the small profile, which the stages do not read) the vectors
-    stage takes the second slot first and the baselines, which read the vectors, wait for it. Stage progress goes
-    to its log only (the runs' lines are printed). Ctrl-C stops all (stop_runs() ends the stage processes too)."""
+    word vectors still to make: 25 min to 1.8 h on 1 thread for the small profile; the stages do not read them)
+    the vectors stage takes the second slot first and the baselines, which read the vectors, wait for it. Stage
+    progress goes to its log only (the runs' lines are printed). Ctrl-C stops all (stop_runs() ends the stage
+    processes too)."""
     import threading
 
     from runner.bilm import prepare_bilm
