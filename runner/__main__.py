@@ -513,7 +513,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
     result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
     warning says how many."""
-    from runner.inputs import Checksums, input_paths, run_inputs, stale_inputs
+    from runner.inputs import Checksums, input_paths, run_inputs, settle_stale, stale_inputs
 
     checksums = Checksums(runs_dir / ".checksums.json")
     inputs, finished, stale, unverified, read = {}, set(), [], 0, {}
@@ -540,14 +540,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     if unverified:
         print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
               f"read; their data and weights cannot be checked", file=sys.stderr)
-    if stale and (build_only or not redo_stale):
-        lines = [f"  - {run_dir[run]}: {', '.join(changed)}" for run, changed in stale]
-        raise SpecError(f"{len(stale)} finished runs read files that have changed since (stale results):\n" +
-                        "\n".join(lines) + "\nrun again with --redo-stale to train them anew (the old result.json "
-                        "is kept as result.stale.json), or put the old files back")
-    for run, changed in stale:
-        os.replace(run_dir[run] / "result.json", run_dir[run] / "result.stale.json")
-        print(f"stale, runs again: {run_dir[run]} ({', '.join(changed)} changed)")
+    settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale and not build_only, "runs", "train")
     _check_same_bytes(read)
     return inputs, finished
 

@@ -112,3 +112,20 @@ def stale_inputs(recorded: Optional[dict], current: Dict[str, Optional[str]], pa
     reported."""
     return [f"{name} ({paths.get(name, '')})" for name, digest in current.items()
             if digest and (recorded or {}).get(name) and recorded[name] != digest]
+
+
+def settle_stale(stale: list, redo: bool, what: str, verb: str) -> None:
+    """``stale``: (run directory, changed inputs) of finished ``what`` (task runs, probe runs). Without ``redo``, a
+    SpecError lists them; with it, each result.json is moved to result.stale.json so that the run ``verb``s again."""
+    import os
+
+    from runner.spec import SpecError
+
+    if stale and not redo:
+        lines = [f"  - {directory}: {', '.join(changed)}" for directory, changed in stale]
+        raise SpecError(f"{len(stale)} finished {what} read files that have changed since (stale results):\n" +
+                        "\n".join(lines) + f"\nrun again with --redo-stale to {verb} them anew (the old result.json "
+                        "is kept as result.stale.json), or put the old files back")
+    for directory, changed in stale:
+        os.replace(directory / "result.json", directory / "result.stale.json")
+        print(f"stale, runs again: {directory} ({', '.join(changed)} changed)")

@@ -88,7 +88,7 @@ def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], c
     check_finished): listed with a SpecError, or with ``redo`` its result.json moved to result.stale.json and run
     again. Without this a profile's remade biLM (another machine's bytes, other stage args) kept the old probe
     tables as if they were its own. Results recorded before probe runs kept their inputs cannot be checked (warned)."""
-    from runner.spec import SpecError
+    from runner.inputs import settle_stale
 
     stale, unverified = [], 0
     for run in runs:
@@ -107,14 +107,7 @@ def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], c
     if unverified:
         print(f"warning: {unverified} finished probe runs were written before the runner recorded what they read; "
               f"their biLM and data cannot be checked", file=sys.stderr)
-    if stale and not redo:
-        lines = [f"  - {run_dir[run]}: {', '.join(changed)}" for run, changed in stale]
-        raise SpecError(f"{len(stale)} finished probe runs read files that have changed since (stale results):\n" +
-                        "\n".join(lines) + "\nrun again with --redo-stale to run them anew (the old result.json is "
-                        "kept as result.stale.json), or put the old files back")
-    for run, changed in stale:
-        (run_dir[run] / "result.json").replace(run_dir[run] / "result.stale.json")
-        print(f"stale, runs again: {run_dir[run]} ({', '.join(changed)} changed)")
+    settle_stale([(run_dir[run], changed) for run, changed in stale], redo, "probe runs", "run")
 
 
 def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optional[str], checksums=None) -> dict:
