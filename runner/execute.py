@@ -172,6 +172,14 @@ def made_record(commit: str) -> dict:
             "hardware": hardware()}
 
 
+def child_pythonpath() -> str:
+    """The runs' PYTHONPATH: the repository first (its tasks, configs and elmo_module), then the caller's own, which
+    may be where allennlp comes from (a ``pip install --target`` folder, a cluster's module system); dropping it
+    crashed every run with "No module named allennlp" on such a machine (seen on the lent GPU machine)."""
+    caller = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != REPO]
+    return os.pathsep.join([str(REPO), *caller])
+
+
 def train_command(task: str, model_dir: Path) -> List[str]:
     config = REPO / "jsonnet_configs" / f"{task}.jsonnet"
     return [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
@@ -290,7 +298,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     (model_dir / "unit_predictions.json.gz").unlink(missing_ok=True)
     attempts.append({**attempt, "from_epoch": resume or 0})
     write_json(run_dir / ATTEMPTS, attempts)
-    env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **knobs, **extra_env, "PYTHONPATH": child_pythonpath()}
     command = train_command(task, model_dir) + (["--recover"] if resume else [])
     log = run_dir / "log.txt"
     start = time.time()
@@ -491,7 +499,7 @@ def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: b
     if address is None:  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
         os.environ.setdefault("RAY_worker_niceness", "0")  # work they got ~4 % of a core here (the local executor: 0)
     ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+             runtime_env={"env_vars": {"PYTHONPATH": child_pythonpath()}})
     remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)
     pending = {remote.remote(j["task"], j["knobs"], j["run_dir"], j["extra_env"], keep_models): j for j in jobs}
     try:

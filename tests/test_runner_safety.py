@@ -360,6 +360,21 @@ def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsy
     assert runner_main.main(runner_args(tmp_path, path)) == 0 and (run_dir / "result.json").is_file()
 
 
+def test_runs_keep_the_callers_pythonpath(tmp_path, monkeypatch):
+    """On the lent GPU machine allennlp came from a `pip install --target` folder on PYTHONPATH: the runner replaced
+    PYTHONPATH with the repository, and every run crashed with "No module named allennlp". The stand-in training
+    imports a module that only the caller's PYTHONPATH reaches."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_the_callers_path.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(execute, "train_command", lambda task, model: [
+        sys.executable, "-c", "import only_on_the_callers_path\n" + FAKE_TRAINING, str(model)])
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    assert next((tmp_path / "runs").glob("ner/*/result.json")).is_file()
+
+
 # ---- real processes: Ctrl-C and a second runner ---------------------------------------------------------------------
 
 def _children(pid: int) -> list:
