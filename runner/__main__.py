@@ -243,6 +243,11 @@ def device_and_locks(plan: Plan, args):
     return gpus, stage_device
 
 
+def wanted_probes(plan: Plan, args) -> list:
+    """The probe sweeps this invocation runs: --only picks them as it picks task sweeps; --baselines-only none."""
+    return [] if args.baselines_only else [p for p in plan.probes if not plan.only or p.sweep in plan.only]
+
+
 def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
     do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
@@ -250,7 +255,7 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     profile, run_dir = plan.profile, plan.run_dir
     unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
     parallel = args.jobs or int(profile.get("jobs", 1))
-    _check_inputs(profile, wanted, bilm_outputs(profile), [] if args.baselines_only else plan.probes)
+    _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, args))
     from runner.bilm import prepare_bilm, stages_pending
     from runner.vectors import prepare_vectors, vectors_pending
 
@@ -300,9 +305,10 @@ def train(plan: Plan, args, wanted, inputs, finished, gpus, stage_device, archiv
     if jobs:
         print(f"to do: {estimator.describe(_costed(jobs), parallel)}", flush=True)
     execute(jobs, args, parallel, gpus, archive=archive, estimator=estimator)
-    if not args.baselines_only:
-        run_probes(plan.probes, plan.probe_dir, args, Checksums(plan.runs_dir / ".checksums.json"))
-        for probe in plan.probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
+    probes = wanted_probes(plan, args)
+    if probes:
+        run_probes(probes, plan.probe_dir, args, Checksums(plan.runs_dir / ".checksums.json"))
+        for probe in probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
             archive(plan.probe_dir[probe])
 
 

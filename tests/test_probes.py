@@ -224,6 +224,10 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     for j, name in enumerate(result["layer_names"]):
         assert metric_value("wsd_f1", np.sum(units["counts"][name], axis=0)) == pytest.approx(
             result["sets"][units["set"]]["layers"][j]["F1"])
+    # --only picks probe sweeps as it picks task sweeps: table5 alone ran table6 (and table4) too before
+    assert not list((tmp_path / "runs").glob("probes/table[46]-*"))
+    assert main(["--only", "table6", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
     pos = json.loads(next((tmp_path / "runs").glob("probes/table6-*/result.json")).read_text())
     for name, layer in zip(pos["layer_names"], pos["layers"]):  # per test sentence [correct, tokens]
         assert metric_value("accuracy", np.sum(pos["units"]["test"]["counts"][name], axis=0)) == pytest.approx(
