@@ -4,10 +4,11 @@
 # with a biLM of the released shape (its GPU-hour timing), the biLM fine-tuning of the paper profile on the GPU
 # (bfloat16), the GPU-only tests, then the whole test suite with what time is left.
 #
-#   source env.sh; tools/gpu_check.sh OUT_DIR [SECONDS]     # python3 = the environment's Python; default 480 s in all
+#   source env.sh; PYTHON=.venv/bin/python tools/gpu_check.sh OUT_DIR [SECONDS]   # PYTHON default python3; 480 s
 #
 # Each step runs under its own limit, cut to what is left of SECONDS, and logs to OUT_DIR; a failed step does not
-# stop the next. OUT_DIR/summary.txt has one line per step: its exit status and seconds.
+# stop the next. OUT_DIR/summary.txt has one line per step: its exit status and seconds. The environment is the
+# project's (requirements.lock, wandb included: allennlp imports it when a run starts); its first lines name what ran.
 set -u
 out=${1:?usage: tools/gpu_check.sh OUT_DIR [SECONDS]}
 total=${2:-480}
@@ -50,5 +51,5 @@ step finetune_cuda 90 bash -c "source '$work/paper.env' && $py -m elmo_module fi
   --weights \"\$ELMO_DIR/elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5\" --train '$work/train.txt' \
   --dev '$work/dev.txt' --tokenize simple --epochs 1 --device cuda --precision bfloat16 --out '$work/bilm'"
 step gpu_tests 90 "$py" -m pytest -q -rfs -p no:cacheprovider tests/test_cuda_graphs.py tests/test_unpacked_rnn.py
-step test_suite 600 "$py" -m pytest -q -rfs -p no:cacheprovider -n 8 tests
+step test_suite 600 "$py" -m pytest -v -rfEs -p no:cacheprovider -n 8 tests  # -v: each result as it comes, if the limit cuts the summary
 echo "done in $((SECONDS - start)) s" | tee -a "$out/summary.txt"
