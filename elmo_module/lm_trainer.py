@@ -77,8 +77,16 @@ def heldout_perplexity(model: BiLanguageModel, text: LmText, rows: int, unroll: 
         nll_b += float(softmax_nll(top_b.reshape(-1, p), b_next.reshape(-1).to(device),
                                    model.softmax_weight, model.softmax_bias))
         count += f_next.numel()
-    return {"forward": math.exp(nll_f / count), "backward": math.exp(nll_b / count),
-            "average": math.exp((nll_f + nll_b) / (2 * count)), "tokens": count}
+    return {"forward": _exp(nll_f / count), "backward": _exp(nll_b / count),
+            "average": _exp((nll_f + nll_b) / (2 * count)), "tokens": count}
+
+
+def _exp(loss: float) -> float:
+    """A perplexity from a mean loss: inf past the float range (a diverged model) instead of an OverflowError."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 
 class LmTrainer:

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -272,8 +273,18 @@ def run_finetune(args) -> int:
                 best = result
                 write_language_model(model, vocabulary, staging)
             pause_point("finetune-epoch-written")
+        if not math.isfinite(best["average"]):  # nothing of a diverged model is written
+            raise ElmoInputError(f"fine-tuning diverged: dev average perplexity {best['average']} after "
+                                 f"{args.epochs} epoch(s), {before['average']:.2f} before; nothing written to {out} "
+                                 f"(try a smaller --lr than {settings.lr})")
+        worse = best["average"] > before["average"]
+        if worse:  # kept all the same (the paper fixes the biLM after its fine-tuning epoch), but said
+            print(f"warning: fine-tuning raised the dev perplexity: average {before['average']:.2f} before, "
+                  f"{best['average']:.2f} after epoch {best['epoch']}, the best of {args.epochs}"
+                  + ("" if files["softmax"] else " (before: a new, untrained softmax)"), file=sys.stderr)
         _write_json(staging / "perplexity.json", {
             "dev_before": before, "epochs": epochs, "best_epoch": best["epoch"], "dev": best,
+            "worse_than_before": worse,
             "softmax": "loaded" if files["softmax"] else "new", "source": files, "precision": settings.precision,
             "vocabulary_size": len(vocabulary), "skipped_lines": {"train": train.skipped, "dev": dev.skipped},
         })

@@ -209,8 +209,33 @@ def test_finetuning_lowers_dev_perplexity_on_in_domain_text(trained, tmp_path):
     result = json.loads((tmp_path / "tuned" / "perplexity.json").read_text())
     assert result["softmax"] == "loaded"
     assert result["dev"]["average"] < 0.7 * result["dev_before"]["average"]
-    assert result["dev"] == min(result["epochs"], key=lambda e: e["average"])
+    assert result["dev"] == min(result["epochs"], key=lambda e: e["average"]) and not result["worse_than_before"]
     assert load_bilm(tmp_path / "tuned" / "options.json", tmp_path / "tuned" / "weights.hdf5") is not None
+
+
+@pytest.mark.parametrize("lr, diverges", [("5", False), ("200", True)])
+def test_finetuning_that_makes_the_biLM_worse_is_said_and_one_that_diverges_writes_nothing(trained, tmp_path, capsys,
+                                                                                          lr, diverges):
+    """Seen on the GPU machine: a fine-tuning whose dev perplexity rose 30-fold was kept with no word but its numbers;
+    at a larger step the perplexity overflowed (OverflowError, a traceback) after the epoch. Now a worse biLM is kept
+    with a warning and a record, as the paper fixes the biLM after its epoch, and a diverged one is a one-line error
+    with nothing written."""
+    _, lm = trained
+    (tmp_path / "task.txt").write_text(grammar_lines(300, 5))
+    (tmp_path / "dev.txt").write_text(grammar_lines(30, 6))
+    out = tmp_path / "tuned"
+    status = main(["finetune", "--from", str(lm), "--train", str(tmp_path / "task.txt"), "--dev",
+                   str(tmp_path / "dev.txt"), "--out", str(out), "--lr", lr, *TRAIN_ARGS])
+    err = capsys.readouterr().err
+    if diverges:
+        last = err.rstrip("\n").split("\n")[-1]  # after the progress bar, one line
+        assert status == 2 and last.startswith("error: fine-tuning diverged: dev average perplexity inf after 1 "), err
+        assert "Traceback" not in err and "nothing written" in last and "--lr" in last
+        assert not out.exists() and not (tmp_path / "tuned.partial").exists()
+    else:
+        assert status == 0 and "warning: fine-tuning raised the dev perplexity: average " in err, err
+        result = json.loads((out / "perplexity.json").read_text())
+        assert result["worse_than_before"] and result["dev"]["average"] > result["dev_before"]["average"]
 
 
 def finetune_killed_at(point, lm, tmp_path):
