@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execute import _die_with_parent, _live, _live_lock, repo_relative, write_json
+from runner.execute import _die_with_parent, _live, _live_lock, child_pythonpath, repo_relative, write_json
 from runner.spec import REPO, SpecError, expand, repo_path
 
 
@@ -105,7 +105,7 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+                                   env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
                                    preexec_fn=_die_with_parent)  # a killed runner leaves no stage behind
         with _live_lock:  # stop_runs() (Ctrl-C while baseline runs train beside this stage) stops it too
             _live.add(process)

@@ -360,7 +360,7 @@ def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsy
     assert runner_main.main(runner_args(tmp_path, path)) == 0 and (run_dir / "result.json").is_file()
 
 
-def test_runs_keep_the_callers_pythonpath(tmp_path, monkeypatch):
+def test_runs_and_stages_keep_the_callers_pythonpath(tmp_path, monkeypatch):
     """On the lent GPU machine allennlp came from a `pip install --target` folder on PYTHONPATH: the runner replaced
     PYTHONPATH with the repository, and every run crashed with "No module named allennlp". The stand-in training
     imports a module that only the caller's PYTHONPATH reaches."""
@@ -373,6 +373,9 @@ def test_runs_keep_the_callers_pythonpath(tmp_path, monkeypatch):
     path = write_profile(tmp_path)
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     assert next((tmp_path / "runs").glob("ner/*/result.json")).is_file()
+    from runner.bilm import _call  # the stages (biLM, word vectors) too
+    _call([sys.executable, "-c", "import only_on_the_callers_path"], tmp_path / "stage", tmp_path / "stage.log",
+          "a stage", show=False)
 
 
 # ---- real processes: Ctrl-C and a second runner ---------------------------------------------------------------------
