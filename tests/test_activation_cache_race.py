@@ -11,6 +11,7 @@ import torch
 
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.activation_cache import ActivationCache, file_checksum
+from runner.execute import child_pythonpath
 from tests.elmo_fixtures import write_random_elmo
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def test_two_processes_building_one_cache_both_get_correct_vectors(tmp_path):
     (tmp_path / "sentences.json").write_text(json.dumps(sentences))
     directory = tmp_path / "cache" / "task-key"
     (tmp_path / "barrier").mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "OMP_NUM_THREADS": "1"}
     builders = [subprocess.Popen([sys.executable, "-c", BUILDER, str(options), str(weights), str(directory),
                                   str(tmp_path / "sentences.json"), str(tmp_path / "barrier")], cwd=REPO_ROOT, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]

@@ -9,6 +9,7 @@ from allennlp.data import DatasetReader, Vocabulary
 from allennlp.models import Model
 
 from tests.conftest import REPO_ROOT
+from runner.execute import child_pythonpath
 
 CONFIGS = sorted(path.stem for path in (REPO_ROOT / "jsonnet_configs").glob("*.jsonnet"))
 PLACEMENTS = ["input", "output", "both"]
@@ -237,7 +238,7 @@ def test_batches_per_epoch_trains_that_many_batches_per_epoch(tmp_path):
     import subprocess
     import sys
 
-    env = {**os.environ, "SIZE": "tiny", "NUM_EPOCHS": "2", "BATCHES_PER_EPOCH": "5", "PYTHONPATH": str(REPO_ROOT),
+    env = {**os.environ, "SIZE": "tiny", "NUM_EPOCHS": "2", "BATCHES_PER_EPOCH": "5", "PYTHONPATH": child_pythonpath(),
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "allennlp", "train", "jsonnet_configs/snli.jsonnet", "-s",
                            str(tmp_path / "m"), "--include-package", "tasks"], cwd=REPO_ROOT, env=env,

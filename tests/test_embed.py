@@ -11,6 +11,7 @@ import torch
 
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.__main__ import main
+from runner.execute import child_pythonpath
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ def test_embed_top_and_average(tmp_path, elmo_files, layers):
 
 
 def run_cli(*args):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     return subprocess.run([sys.executable, "-m", "elmo_module", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=120)
 
@@ -157,7 +158,7 @@ def in_private_mount(tmp_path, script: str):
     probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("no user namespaces (unshare -rm) for a private tmpfs")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MNT": str(mount), "PY": sys.executable}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "MNT": str(mount), "PY": sys.executable}
     return subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=120)
 

@@ -24,6 +24,7 @@ from tasks.squad.squad_reader import CheckedSquad1Reader
 from tasks.srl.reader import CheckedSrlReader
 from tasks.sst.sst_reader import CheckedSstReader
 from tests.conftest import REPO_ROOT, assert_read_error
+from runner.execute import child_pythonpath
 
 CONLL2012 = ("#begin document (x); part 000\n"
              "x 0 0 Ann NNP (TOP(S(NP*) - - - - * (ARG0*) (1)\n"
@@ -121,7 +122,7 @@ def test_allennlp_train_on_a_bad_file_prints_the_one_line_error_and_no_traceback
     one-line error, and it is the last line. Before the fix: a 40-line traceback ending in the UnicodeDecodeError."""
     data = tmp_path / "train.txt"
     data.write_bytes(b"Ann NNP I-NP I-PER\ns\xe9ld VBD I-VP O\n")
-    env = {**os.environ, "TRAIN_PATH": str(data), "SIZE": "tiny", "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "TRAIN_PATH": str(data), "SIZE": "tiny", "PYTHONPATH": child_pythonpath()}
     env.pop(TRACEBACK_VARIABLE, None)
     result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
                              "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
@@ -156,8 +157,8 @@ def test_the_traceback_is_printed_after_the_line_when_asked(monkeypatch, capsys)
 ])
 def test_allennlp_train_on_a_hub_path_offline_or_malformed_is_one_line(tmp_path, path, found):
     """Issue 25: was a 28-line `datasets` traceback ending in "Offline mode is enabled" (and a bare ValueError)."""
-    env = {**os.environ, "TRAIN_PATH": path, "SIZE": "tiny", "PYTHONPATH": str(REPO_ROOT), "HF_DATASETS_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf")}
+    env = {**os.environ, "TRAIN_PATH": path, "SIZE": "tiny", "PYTHONPATH": child_pythonpath(),
+           "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop(TRACEBACK_VARIABLE, None)
     result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
                              "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)

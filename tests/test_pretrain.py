@@ -21,6 +21,7 @@ from allennlp.nn.util import remove_sentence_boundaries
 
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
+from runner.execute import child_pythonpath
 from elmo_module.lm_data import read_corpus, tokenize_simple
 from elmo_module.lm_head import (accidental_hits, load_language_model, log_uniform_log_prob, log_uniform_sample,
                                  softmax_nll)
@@ -246,7 +247,7 @@ def finetune_killed_at(point, lm, tmp_path):
     command = [sys.executable, "-m", "elmo_module", "finetune", "--from", str(lm), "--train",
                str(tmp_path / "task.txt"), "--dev", str(tmp_path / "dev.txt"), "--epochs", "2", "--out",
                str(tmp_path / "tuned"), *TRAIN_ARGS, "--threads", "1"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ELMO_PAUSE_AT": point}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "ELMO_PAUSE_AT": point}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in process.stderr:
@@ -269,7 +270,7 @@ def test_finetune_killed_after_an_epoch_or_between_its_files_leaves_no_output(tr
     command = finetune_killed_at(point, lm, tmp_path)
     out = tmp_path / "tuned"
     assert not out.exists(), sorted(p.name for p in out.iterdir())
-    assert subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    assert subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": child_pythonpath()},
                           capture_output=True).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == ["options.json", "perplexity.json", "softmax.hdf5",
                                                      "vocab.txt", "weights.hdf5"]
@@ -415,7 +416,7 @@ def test_resumed_pretraining_killed_between_its_files_leaves_no_perplexity_recor
     command = [sys.executable, "-m", "elmo_module", "pretrain", "--options", str(data / "options.json"), "--train",
                str(data / "train.txt"), "--heldout", str(data / "heldout.txt"), "--out", str(out), *TRAIN_ARGS,
                "--epochs", "2", "--resume", "--threads", "1"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     process = subprocess.Popen(command, cwd=REPO, env={**env, "ELMO_PAUSE_AT": "softmax-written"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.spec import SpecError, expand_cells, load_sweeps, missing_inputs, unique_runs
+from runner.execute import child_pythonpath
 
 REPO = Path(__file__).resolve().parent.parent
 # two quick NER runs (tiny model, 1 epoch, bundled sample data): baseline and ELMo
@@ -26,7 +27,7 @@ def runner_command(tmp_path, profile, *extra):
 
 
 def runner_env(tmp_path):
-    return {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
+    return {**os.environ, "PYTHONPATH": child_pythonpath(), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
             "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
 
 

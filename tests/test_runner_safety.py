@@ -19,6 +19,7 @@ import pytest
 
 import runner.__main__ as runner_main
 import runner.execute as execute
+from runner.execute import child_pythonpath
 from tasks.knobs import knob_problems
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,7 +82,7 @@ def test_knob_rules():
 
 
 def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp"), "WANDB": "false"}
     done = subprocess.run([sys.executable, "-m", "allennlp", "train", "jsonnet_configs/ner.jsonnet", "-s",
                            str(tmp_path / "model"), "--include-package", "tasks"], cwd=REPO, env=env,
@@ -392,7 +393,7 @@ def _children(pid: int) -> list:
 
 def _start_runner(tmp_path, profile_path):
     """A real runner process of its own session (its process group), one run at a time: (env, command, process)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
     command = [sys.executable, "-m", "runner", *runner_args(tmp_path, profile_path), "--jobs", "1"]
     return env, command, subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
