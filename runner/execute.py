@@ -173,9 +173,9 @@ def made_record(commit: str) -> dict:
 
 
 def child_pythonpath() -> str:
-    """The PYTHONPATH of the runs and stages: the repository first (its tasks, configs and elmo_module), then the caller's own, which
-    may be where allennlp comes from (a ``pip install --target`` folder, a cluster's module system); dropping it
-    crashed every run with "No module named allennlp" on such a machine (seen on the lent GPU machine)."""
+    """The PYTHONPATH of the runs and stages: the repository first (its tasks, configs and elmo_module), then the
+    caller's own, which may be where allennlp comes from (a ``pip install --target`` folder, a cluster's module
+    system); dropping it crashed every run with "No module named allennlp" on such a machine (the lent GPU machine)."""
     caller = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != REPO]
     return os.pathsep.join([str(REPO), *caller])
 
