@@ -2,7 +2,7 @@
 # The lock's packages for a GPU machine that has its own torch and no package index (the lent H100/H200 machines; an
 # air-gapped cluster node): every requirements.lock pin except torch, torchvision, triton, NVIDIA's CUDA wheels and the
 # packages in SKIP (already on the target), for CPython 3.12 on manylinux x86-64, installed into one folder whose shared
-# libraries are stripped of their symbols, packed as one .tar.xz (~40 MB; spaCy's libraries alone are 120 MB unstripped).
+# libraries are stripped of their symbols, packed as one .tar.xz (46 MB; spaCy's libraries are 120 MB unstripped).
 #
 #   tools/gpu_bundle.sh [OUT.tar.xz]            # default .gpusite/site.tar.xz (.gpusite/ is ignored by git)
 #   # on the target, from the repository:  mkdir -p /tmp/s && tar -xJf site.tar.xz -C /tmp/s &&
@@ -19,7 +19,10 @@ root=$( (command -v pyenv >/dev/null 2>&1 && pyenv root) || echo "$HOME/.pyenv")
 for candidate in ${ELMO_PYTHON312:-} python3.12 "$root"/versions/3.12.*/bin/python; do
   if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then py=$candidate; break; fi
 done
-[[ -n $py ]] || { echo "error: no working CPython 3.12 found (python3.12, \$(pyenv root)/versions/3.12.*): set ELMO_PYTHON312" >&2; exit 2; }
+if [[ -z $py ]]; then
+  echo "error: no working CPython 3.12 (python3.12, \$(pyenv root)/versions/3.12.*): set ELMO_PYTHON312" >&2
+  exit 2
+fi
 SKIP=${SKIP:-"torch torchvision triton numpy scipy pandas scikit-learn matplotlib contourpy cycler fonttools kiwisolver
   pillow pyparsing python-dateutil pytz tzdata pyarrow sympy mpmath networkx h5py pytest pluggy iniconfig packaging six
   certifi idna charset-normalizer Jinja2 MarkupSafe attrs psutil PyYAML regex tqdm typing_extensions setuptools joblib
@@ -46,4 +49,5 @@ rm -rf "$work/site/spacy/tests"
 mkdir -p "$(dirname "$out")"
 tar -cJf "$out.partial" -C "$work" site
 mv "$out.partial" "$out"
-echo "wrote $out ($(du -h "$out" | cut -f1)); on the target: tar -xJf $(basename "$out") -C /tmp/s; export PYTHONPATH=/tmp/s/site"
+echo "wrote $out ($(du -h "$out" | cut -f1)); on the target: tar -xJf $(basename "$out") -C /tmp/s" \
+  "&& export PYTHONPATH=/tmp/s/site"
