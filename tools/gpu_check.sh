@@ -17,6 +17,7 @@ py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 mkdir -p "$out"
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
 step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), output to OUT_DIR/NAME.txt
