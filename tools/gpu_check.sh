@@ -10,6 +10,8 @@
 # Each step runs under its own limit, cut to what is left of SECONDS, and logs to OUT_DIR; a failed step does not
 # stop the next. OUT_DIR/summary.txt has one line per step: its exit status and seconds. The environment is the
 # project's (requirements.lock, wandb included: allennlp imports it when a run starts); its first lines name what ran.
+# STEPS (names as below, space-separated) runs only those, e.g. STEPS="tiny_table1_cuda test_suite" when the others
+# were seen on an earlier call and device time is short.
 set -u
 out=${1:?usage: tools/gpu_check.sh OUT_DIR [SECONDS]}
 total=${2:-480}
@@ -22,6 +24,7 @@ start=$SECONDS
 
 step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), output to OUT_DIR/NAME.txt
   local name=$1 cap=$2; shift 2
+  if [[ -n ${STEPS:-} && " $STEPS " != *" $name "* ]]; then echo "$name: not in STEPS" >> "$out/summary.txt"; return; fi
   local left=$((total - (SECONDS - start)))
   ((cap > left)) && cap=$left
   if ((cap < 10)); then echo "$name: skipped (no time left)" | tee -a "$out/summary.txt"; return; fi
