@@ -24,7 +24,7 @@ start=$SECONDS
 
 step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), output to OUT_DIR/NAME.txt
   local name=$1 cap=$2; shift 2
-  if [[ -n ${STEPS:-} && " $STEPS " != *" $name "* ]]; then echo "$name: not in STEPS" >> "$out/summary.txt"; return; fi
+  if ! wanted "$name"; then echo "$name: not in STEPS" >> "$out/summary.txt"; return; fi
   local left=$((total - (SECONDS - start)))
   ((cap > left)) && cap=$left
   if ((cap < 10)); then echo "$name: skipped (no time left)" | tee -a "$out/summary.txt"; return; fi
@@ -44,7 +44,10 @@ cat "$out/environment.txt"
 step tiny_table1_cuda 180 "$py" -m runner --profile default --only table1 --device cuda --runs-per-gpu 6 \
   --runs-dir "$work/runs" --results-dir "$work/tiny" --cache-dir "$work/cache"
 cp "$work/tiny/table1.md" "$out/tiny_table1.md" 2>/dev/null
-"$py" tools/paper_stand_in.py "$work/paper" > "$work/paper.env" && source "$work/paper.env"
+wanted() { [[ -z ${STEPS:-} || " $STEPS " == *" $1 "* ]]; }
+if wanted paper_check_cuda || wanted finetune_cuda; then
+  "$py" tools/paper_stand_in.py "$work/paper" > "$work/paper.env" && source "$work/paper.env"
+fi
 step paper_check_cuda 150 "$py" -m runner --profile paper --check --runs-dir "$work/paper_runs" \
   --results-dir "$work/paper_results" --cache-dir "$work/paper_cache"
 released="$work/paper/elmo/elmo_2x4096_512_2048cnn_2xhighway"
