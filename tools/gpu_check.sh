@@ -22,6 +22,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
+wanted() { [[ -z ${STEPS:-} || " $STEPS " == *" $1 "* ]]; }
 step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), output to OUT_DIR/NAME.txt
   local name=$1 cap=$2; shift 2
   if ! wanted "$name"; then echo "$name: not in STEPS" >> "$out/summary.txt"; return; fi
@@ -44,7 +45,6 @@ cat "$out/environment.txt"
 step tiny_table1_cuda 180 "$py" -m runner --profile default --only table1 --device cuda --runs-per-gpu 6 \
   --runs-dir "$work/runs" --results-dir "$work/tiny" --cache-dir "$work/cache"
 cp "$work/tiny/table1.md" "$out/tiny_table1.md" 2>/dev/null
-wanted() { [[ -z ${STEPS:-} || " $STEPS " == *" $1 "* ]]; }
 if wanted paper_check_cuda || wanted finetune_cuda; then
   "$py" tools/paper_stand_in.py "$work/paper" > "$work/paper.env" && source "$work/paper.env"
 fi
