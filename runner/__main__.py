@@ -62,6 +62,8 @@ def parse_args(argv=None):
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
                    "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
+    p.add_argument("--no-wandb", action="store_true", help="runs do not log to Weights & Biases (WANDB=false): "
+                   "where its service cannot start (docs/runner.md#weights--biases)")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
     return p.parse_args(argv)
 
@@ -627,15 +629,19 @@ def run_probes(probes, probe_dir, args, checksums) -> None:
 
 def build_caches(todo, cache_root: Path, device: str = "cpu"):
     """One activation cache per (task, data, biLM) that the unfinished ELMo runs need."""
-    from runner.cache import ensure_cache
+    from runner.cache import ensure_cache, no_cache_reason
 
     caches = {}
     for run in todo:
-        if not run.uses_elmo:
+        if not run.uses_elmo or run.cache_key in caches:
             continue
-        if run.cache_key not in caches:
-            print(f"activation cache for {run.task} ...", flush=True)
-            caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device=device))
+        reason = no_cache_reason(run.task, run.knob_dict)
+        if reason:
+            print(reason, flush=True)
+            caches[run.cache_key] = ""
+            continue
+        print(f"activation cache for {run.task} ...", flush=True)
+        caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device=device))
     return caches
 
 
@@ -644,7 +650,7 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
     sweeps = sorted({c.sweep for c in cells if c.run == run})
     tags = [run.task, f"elmo={k['ELMO']}", f"mix={k['ELMO_MIX']}", f"lambda={k['ELMO_LAMBDA']}",
             f"fraction={k['TRAIN_FRACTION']}", f"seed={k['SEED']}", *sweeps]
-    extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "", "WANDB": "true",
+    extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "", "WANDB": "false" if args.no_wandb else "true",
              "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_PROJECT": args.wandb_project,
              "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}

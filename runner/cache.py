@@ -6,7 +6,7 @@ knowledge: it reads the config with the run's knobs, builds its readers and read
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from runner.spec import REPO
 
@@ -24,13 +24,15 @@ def _texts(field) -> Iterator[List[str]]:
 
 
 def _task_params(task: str, knobs: Dict[str, str]) -> dict:
-    """The task config with the run's knobs, ELMo on (so the readers index for it), full training set."""
+    """The task config with the run's knobs, ELMo on (so the readers index for it), full training set, seed 1: the
+    seed only picks a training subsample (none here) or coref's random windows (no cache then: no_cache_reason), so
+    every seed's runs share one cache (the key followed the first run's seed before 2026-11-27)."""
     from allennlp.common import Params
     from allennlp.common.util import import_module_and_submodules
 
     for package in ("tasks", "elmo_module.allennlp_adapter"):  # what `allennlp train --include-package` imports
         import_module_and_submodules(package)
-    env = {**knobs, "ELMO": "input", "TRAIN_FRACTION": "1.0", "ELMO_CACHE": ""}
+    env = {**knobs, "ELMO": "input", "TRAIN_FRACTION": "1.0", "ELMO_CACHE": "", "SEED": "1"}
     return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=env).as_dict()
 
 
@@ -75,6 +77,16 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
     """The sentences of the given splits (TRAIN_PATH, DEV_PATH, TEST_PATH) of a task's data."""
     params = _task_params(task, knobs)
     return _read_sentences(params, [_SPLITS[s] for s in splits if params.get(_SPLITS[s])])
+
+
+def no_cache_reason(task: str, knobs: Dict[str, str]) -> Optional[str]:
+    """Why a task's runs cannot read an activation cache, or None. A cache holds the biLM's layers of the texts read
+    once before training; a training reader that draws its texts anew each epoch (coref at SIZE=paper: a random
+    50-sentence window of each document, e2e-coref coref_model.py:122-132) would miss them from its second epoch."""
+    if _task_params(task, knobs)["dataset_reader"].get("random_offset"):
+        return (f"{task}: no activation cache (its training reader draws a random window of each document every "
+                f"epoch, random_offset): the biLM runs inside each run")
+    return None
 
 
 def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16",

@@ -256,6 +256,37 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
     return [], None
 
 
+def _recorded_cache(model_dir: Path) -> Optional[str]:
+    """The activation cache (ELMO_CACHE; '' for none) that a run's checkpoints were trained with, from the config
+    allennlp saved beside them, or None if that names no elmo_module embedder."""
+    try:
+        stack = [json.loads((model_dir / "config.json").read_text())]
+    except (OSError, ValueError):
+        return None
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "elmo_module":
+                return node.get("cache_dir") or ""
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _resume_cache(model_dir: Path, extra_env: Dict[str, str]) -> Optional[Dict[str, str]]:
+    """``extra_env`` for a run going on from its checkpoint, or None if it cannot go on. `allennlp train --recover`
+    refuses a configuration other than the one the run started with, and the activation cache's path is in it: a
+    cache built afresh under another name since (its key changed, runner/cache.py) would crash the run at once. The
+    run goes on with the cache it started with while that is still whole (the same biLM layers of the same texts)."""
+    recorded, given = _recorded_cache(model_dir), extra_env.get("ELMO_CACHE", "")
+    if recorded is None or recorded == given:
+        return extra_env
+    if recorded and not (Path(recorded) / "meta.json").is_file():
+        return None
+    return {**extra_env, "ELMO_CACHE": recorded}
+
+
 def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
     """The attempt about to start: the code the training reads as it starts, the machine, knobs and inputs."""
     inputs_path = run_dir / "inputs.json"
@@ -286,6 +317,9 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     model_dir = run_dir / "model"
     attempt = _attempt(run_dir, knobs)
     attempts, resume = _resume_from(run_dir, attempt)
+    if resume is not None:
+        resumed_env = _resume_cache(model_dir, extra_env)
+        resume, extra_env = (resume, resumed_env) if resumed_env is not None else (None, extra_env)
     if resume is None:
         shutil.rmtree(model_dir, ignore_errors=True)
         attempts = []

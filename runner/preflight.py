@@ -386,12 +386,14 @@ def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], c
                exclude: List[Path]) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
     """({task: (estimated cache bytes, how they were computed)}, free bytes for them, bytes the cache directory
     already holds)."""
+    from runner.cache import no_cache_reason
+
     sizes = {}
     for task in sorted({r.task for r in runs if r.uses_elmo}):
         run = next(r for r in runs if r.task == task and r.uses_elmo)
         options = bilm_options_for(profile, run.knob_dict["ELMO_OPTIONS"] or "elmo_module/bundled/tiny_options.json",
                                    exclude)
-        if options is None or not samples.get(task):
+        if options is None or not samples.get(task) or no_cache_reason(task, run.knob_dict):
             continue
         tokens = sum(s.tokens for s in samples[task].values())
         per_token = bytes_per_token(options.n_layers + 1, options.output_dim)  # the stored format (float16)

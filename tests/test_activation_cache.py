@@ -157,3 +157,23 @@ def test_embedder_with_cache_equals_embedder_running_the_bilm(cached):
         # most RTOL of its value, so the mix errs by at most RTOL * mean |layer|
         bound = RTOL * torch.stack([layer.abs() for layer in _fresh(bilm, ids).layers]).mean(dim=0) + ATOL
         assert ((live(ids) - from_cache(ids)).abs() <= bound).all()
+
+
+def test_every_seed_of_a_task_shares_one_cache_and_random_windows_get_none(tmp_path):
+    """The runner builds one cache per task, data and biLM (runner/__main__.py build_caches). Coref's reader carries
+    the run's seed; the cache's key followed the seed of the first run needing it, so that a runner started with
+    another run first built a second cache, and a run resumed from its checkpoint crashed on the changed path
+    (2026-11-27). At SIZE=paper the training reader draws a random window of each document every epoch: no cache
+    built beforehand holds those texts, so those runs get none (the biLM runs inside them)."""
+    from runner.__main__ import build_caches
+    from runner.spec import Run
+    from tasks.knobs import KNOBS
+
+    def run(size, seed):
+        return Run("coref", tuple(sorted({**KNOBS, "ELMO": "input", "SEED": seed, "SIZE": size}.items())))
+
+    caches = build_caches([run("tiny", "1")], tmp_path)
+    assert build_caches([run("tiny", "2")], tmp_path) == caches
+    assert len(list(tmp_path.glob("*/coref-*/meta.json"))) == 1
+    assert list(build_caches([run("paper", "1")], tmp_path / "paper").values()) == [""]
+    assert not (tmp_path / "paper").exists()

@@ -628,6 +628,35 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
         assert result["wall_time_s"] < 99
 
 
+@pytest.mark.parametrize("cache", ["same", "rebuilt_elsewhere", "gone"])
+def test_a_run_goes_on_with_the_activation_cache_it_started_with(cache, tmp_path, monkeypatch):
+    """`allennlp train --recover` refuses any configuration but the one the run started with, the cache's path
+    included; a cache built afresh under another name since (its key changed: on 2026-11-27 the coref runs' key
+    followed the seed of the first run needing it) crashed the run at once. It goes on with its own cache while that
+    is whole, and starts over when that is gone."""
+    knobs = {"SEED": "1", "SIZE": "tiny"}
+    run_dir = _checkpointed_run(tmp_path, knobs)
+    old, new = tmp_path / "cache" / "ner-old", tmp_path / "cache" / "ner-new"
+    for directory in (old, new):
+        directory.mkdir(parents=True)
+        (directory / "meta.json").write_text("{}")
+    embedder = {"type": "elmo_module", "cache_dir": str(new if cache == "same" else old)}
+    (run_dir / "model" / "config.json").write_text(json.dumps({"model": {"embedders": {"elmo": embedder}}}))
+    if cache == "gone":
+        shutil.rmtree(old)
+    monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(execute, "_same_training_code", lambda a, b: True)
+    seen = tmp_path / "seen_cache.txt"
+    record = f"open({str(seen)!r}, 'w').write(os.environ['ELMO_CACHE'])\n"
+    monkeypatch.setattr(execute, "train_command",
+                        lambda task, model: [sys.executable, "-c", FAKE_TRAINING + record, str(model)])
+    status = execute.execute_run("ner", knobs, str(run_dir), {"ELMO_CACHE": str(new)})
+    assert status["status"] == "done", status
+    resumed = "--recover" in (run_dir / "log.txt").read_text()
+    assert (resumed, seen.read_text()) == {"same": (True, str(new)), "rebuilt_elsewhere": (True, str(old)),
+                                           "gone": (False, str(new))}[cache]
+
+
 def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
     """The end of a session cuts off the runs it trains: the next runner trains them before any other run (each is
     resumable only while the training code stays as it was), here the last of three seeds before the first."""
@@ -694,3 +723,20 @@ def test_a_killed_run_goes_on_from_its_checkpoint(killed_and_resumed):
     model = run_dir / "model"  # the epochs before the checkpoint were not trained again
     assert (model / "metrics_epoch_0.json").stat().st_mtime < seen["killed"] < (model / "metrics_epoch_4.json").stat().st_mtime
     assert result["dev"] > 0 and "attempt 2: goes on from the checkpoint" in (run_dir / "log.txt").read_text()
+
+
+def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
+    """Where wandb's service cannot start (the lent H100 machine, 2026-11-27: every run stopped at its start), the
+    runs go on without it; WANDB_MODE=disabled is no way out (allennlp's callback fails on a disabled run)."""
+    class Run:
+        task, run_id, cache_key, uses_elmo = "ner", "x", "k", False
+        knob_dict = {"ELMO": "none", "ELMO_MIX": "weighted", "ELMO_LAMBDA": "0", "TRAIN_FRACTION": "1", "SEED": "1"}
+
+    class Cell:
+        run, sweep = Run, "table1"
+
+    def wandb(*argv):
+        return runner_main.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
+            "extra_env"]["WANDB"]
+
+    assert (wandb(), wandb("--no-wandb")) == ("true", "false")

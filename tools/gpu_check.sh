@@ -10,6 +10,7 @@
 # Each step runs under its own limit, cut to what is left of SECONDS, and logs to OUT_DIR; a failed step does not
 # stop the next. OUT_DIR/summary.txt has one line per step: its exit status and seconds. The environment is the
 # project's (requirements.lock, wandb included: allennlp imports it when a run starts); its first lines name what ran.
+# RUNNER_ARGS are added to the tiny Table 1's runner (e.g. --no-wandb).
 # STEPS (names as below, space-separated) runs only those, e.g. STEPS="tiny_table1_cuda test_suite" when the others
 # were seen on an earlier call and device time is short.
 set -u
@@ -42,9 +43,17 @@ print('torch', torch.__version__, torch.version.cuda, torch.cuda.is_available(),
 } > "$out/environment.txt" 2>&1
 cat "$out/environment.txt"
 
+# wandb's service alone (every run stopped at its start with "MailboxError: transport failed" on 2026-11-27): its
+# own debug logs come back in OUT/wandb_logs
+mkdir -p "$work/wandb"
+step wandb_offline 60 env WANDB_MODE=offline WANDB_DIR="$work/wandb" "$py" -c "import wandb
+run = wandb.init(project='check', name='gpu-check'); run.log({'x': 1}); run.finish(); print('wandb', wandb.__version__, 'ok')"
+mkdir -p "$out/wandb_logs" && find "$work/wandb" -name 'debug*.log' -exec cp --backup=numbered {} "$out/wandb_logs/" \; 2>/dev/null
 step tiny_table1_cuda 180 "$py" -m runner --profile default --only table1 --device cuda --runs-per-gpu 6 \
-  --runs-dir "$work/runs" --results-dir "$work/tiny" --cache-dir "$work/cache"
+  --runs-dir "$work/runs" --results-dir "$work/tiny" --cache-dir "$work/cache" ${RUNNER_ARGS:-}
 cp "$work/tiny/table1.md" "$out/tiny_table1.md" 2>/dev/null
+first_crash=$(find "$work/runs" -name failed.json 2>/dev/null | head -n 1)
+[[ -n $first_crash ]] && tail -n 60 "$(dirname "$first_crash")/log.txt" > "$out/tiny_table1_first_crash_log.txt"
 if wanted paper_check_cuda || wanted finetune_cuda; then
   "$py" tools/paper_stand_in.py "$work/paper" > "$work/paper.env" && source "$work/paper.env"
 fi
