@@ -31,7 +31,7 @@ step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), ou
   ((cap > left)) && cap=$left
   if ((cap < 10)); then echo "$name: skipped (no time left)" | tee -a "$out/summary.txt"; return; fi
   local t0=$SECONDS
-  timeout -k 10 "$cap" "$@" > "$out/$name.txt" 2>&1
+  timeout -s INT -k 20 "$cap" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   echo "$name: rc=$rc ($((SECONDS - t0)) s, limit $cap s)" | tee -a "$out/summary.txt"
   tail -n 4 "$out/$name.txt"
@@ -40,6 +40,8 @@ step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), ou
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; "$py" --version
   "$py" -c "import torch, allennlp.version as a, allennlp_models.version as m
 print('torch', torch.__version__, torch.version.cuda, torch.cuda.is_available(), a.VERSION, m.VERSION)"
+  # wandb 0.17.9 loads the image's tensorboard protobufs, which need protobuf >= 5.26 (the lock has 3.20.3): both seen
+  "$py" -m pip list 2>/dev/null | grep -iE '^(protobuf|tensorboard|wandb) '
 } > "$out/environment.txt" 2>&1
 cat "$out/environment.txt"
 
@@ -64,6 +66,6 @@ step finetune_cuda 90 "$py" -m elmo_module finetune --options "${released}_optio
   --weights "${released}_weights.hdf5" --train "$work/paper/text/train.txt" --dev "$work/paper/text/dev.txt" \
   --tokenize simple --epochs 1 --device cuda --precision bfloat16 --out "$work/bilm"
 step gpu_tests 90 "$py" -m pytest -q -rfs -p no:cacheprovider tests/test_cuda_graphs.py tests/test_unpacked_rnn.py
-# -v: each test's result as it comes, in case the limit cuts the summary
+# -v: each test's result as it comes; the limit sends SIGINT (step), on which pytest still prints its summary
 step test_suite 600 "$py" -m pytest -v -rfEs -p no:cacheprovider -n 8 tests
 echo "done in $((SECONDS - start)) s" | tee -a "$out/summary.txt"
