@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from collections import defaultdict, deque
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -36,27 +36,43 @@ _output_queues: Dict[str, deque] = defaultdict(deque)
 
 @TokenIndexer.register("elmo_module_characters")
 class ElmoCharactersIndexer(TokenIndexer):
-    """Each token -> its ``max_chars`` character ids (key ``elmo_tokens``), as the released biLM expects."""
+    """Each token -> its ``max_chars`` character ids (key ``elmo_tokens``), as the released biLM expects.
+    ``sentences``: also each token's sentence number (key ``sentence_ids``, from 1; the reader puts it in the token's
+    ``type_id``), so that the embedder runs the biLM on each sentence alone, as e2e-coref did for a document
+    (``cache_elmo.py``: a document's sentences as one batch)."""
 
-    def __init__(self, max_chars: int = MAX_CHARS, token_min_padding_length: int = 0) -> None:
+    def __init__(self, max_chars: int = MAX_CHARS, sentences: bool = False, token_min_padding_length: int = 0) -> None:
         super().__init__(token_min_padding_length)
-        self.max_chars = max_chars
+        self.max_chars, self.sentences = max_chars, sentences
 
     def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]):
         pass  # characters need no vocabulary
 
     def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> Dict[str, List[List[int]]]:
-        return {"elmo_tokens": [token_to_ids(t.text, self.max_chars) for t in tokens]}
+        indexed = {"elmo_tokens": [token_to_ids(t.text, self.max_chars) for t in tokens]}
+        if self.sentences:
+            numbers = [t.type_id for t in tokens]
+            if not all(isinstance(n, int) and n > 0 for n in numbers):
+                raise ConfigurationError("elmo_module_characters with sentences = true: every token needs its sentence "
+                                         "number (from 1) in type_id, set by the dataset reader; found "
+                                         f"{sorted(set(map(repr, numbers)))[:3]}")
+            indexed["sentence_ids"] = numbers
+        return indexed
 
     def get_empty_token_list(self) -> IndexedTokenList:
-        return {"elmo_tokens": []}
+        return {"elmo_tokens": [], **({"sentence_ids": []} if self.sentences else {})}
 
     def as_padded_tensor_dict(self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]):
         ids = tokens["elmo_tokens"]
         out = torch.zeros(padding_lengths["elmo_tokens"], self.max_chars, dtype=torch.long)
         if ids:
             out[: len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return {"elmo_tokens": out}
+        padded = {"elmo_tokens": out}
+        if self.sentences:  # 0: padding
+            numbers = torch.zeros(padding_lengths["elmo_tokens"], dtype=torch.long)
+            numbers[: len(ids)] = torch.tensor(tokens["sentence_ids"], dtype=torch.long)
+            padded["sentence_ids"] = numbers
+        return padded
 
 
 def _check_choice(key: str, value: str, choices) -> None:
@@ -96,9 +112,35 @@ class ElmoTokenEmbedder(TokenEmbedder):
     def get_output_dim(self) -> int:
         return 0 if self.placement == "output" else self.elmo.output_dim
 
-    def forward(self, elmo_tokens: torch.Tensor) -> torch.Tensor:
+    def _sentence_layers(self, elmo_tokens: torch.Tensor, sentence_ids: torch.Tensor):
+        """The biLM's layers of each text, the biLM run on each of its sentences alone (the sentences of a batch as
+        one batch; e2e-coref ``cache_elmo.py``), put back in place: (layers, mask) as ``Elmo`` takes them."""
+        if self.elmo.bilm.stateful:
+            raise ConfigurationError("elmo_module embedder: sentences need stateful = false")
+        mask = (elmo_tokens > 0).any(dim=-1)
+        rows = []  # (text, first token, length) of each sentence
+        for text, length in enumerate(mask.sum(dim=1).tolist()):
+            numbers = sentence_ids[text, :length]
+            starts = [0] + (torch.nonzero(numbers[1:] != numbers[:-1]).flatten() + 1).tolist()
+            rows += [(text, start, end - start) for start, end in zip(starts, starts[1:] + [length]) if end > start]
+        chars = elmo_tokens.new_zeros(len(rows), max([n for _, _, n in rows], default=1), elmo_tokens.shape[-1])
+        for i, (text, start, length) in enumerate(rows):
+            chars[i, :length] = elmo_tokens[text, start:start + length]
         if self.cache is not None:
-            layers, mask = self.cache.lookup(elmo_tokens)
+            sentence_layers, _ = self.cache.lookup(chars)
+        else:
+            with torch.no_grad():
+                sentence_layers, _ = self.elmo.bilm(chars)
+        layers = [layer.new_zeros(*mask.shape, layer.shape[-1]) for layer in sentence_layers]
+        for i, (text, start, length) in enumerate(rows):
+            for whole, layer in zip(layers, sentence_layers):
+                whole[text, start:start + length] = layer[i, :length]
+        return layers, mask
+
+    def forward(self, elmo_tokens: torch.Tensor, sentence_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if sentence_ids is not None or self.cache is not None:
+            layers, mask = (self._sentence_layers(elmo_tokens, sentence_ids) if sentence_ids is not None
+                            else self.cache.lookup(elmo_tokens))
             mixes, mask = self.elmo(layers=layers, mask=mask)
         else:
             mixes, mask = self.elmo(elmo_tokens)

@@ -34,10 +34,11 @@ local reader(max_sentences, random_offset=false) = {
   random_offset: random_offset,
   seed: elmo.knobs.seed,
   speaker_genre: paper,  // the inputs of the model's speaker and genre features
+  // ELMo per sentence: e2e-coref ran the biLM on each sentence of a document (cache_elmo.py), not on the document
   token_indexers: elmo.indexers({
     tokens: { type: 'single_id', lowercase_tokens: false },
     token_characters: { type: 'characters', min_padding_length: 5 },
-  }),
+  }, sentences=true),
 };
 
 local scorer_feedforward = {

@@ -71,8 +71,11 @@ local orDefault(value, default) = if value == '' then default else value;
 
   num_epochs(default): if knob('NUM_EPOCHS') == '' then default else std.parseJson(knob('NUM_EPOCHS')),
 
-  // Token indexers of a text field, plus the ELMo character indexer when ELMo is on.
-  indexers(base): base + (if self.use_elmo then { [$.key]: { type: 'elmo_module_characters' } } else {}),
+  // Token indexers of a text field, plus the ELMo character indexer when ELMo is on. sentences: the biLM runs on
+  // each sentence of the text alone (the reader numbers them; coref, as e2e-coref's cache_elmo.py).
+  indexers(base, sentences=false): base + (if self.use_elmo then {
+    [$.key]: { type: 'elmo_module_characters' } + (if sentences then { sentences: true } else {}),
+  } else {}),
 
   // Token embedders, plus ELMo (one biLM pass; one scalar mix per placement, paper Sec. 3.2-3.3).
   // dropout: on the ELMo vector (allennlp-models' task configs: 0.5; SRL 0.1).

@@ -4,6 +4,7 @@ The sentences are whatever the task's own dataset readers give to the ELMo index
 knowledge: it reads the config with the run's knobs, builds its readers and reads train, dev and test.
 """
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -17,7 +18,11 @@ def _texts(field) -> Iterator[List[str]]:
     from allennlp.data.fields import ListField, TextField
 
     if isinstance(field, TextField) and ELMO_KEY in field.token_indexers:
-        yield [t.text for t in field.tokens]
+        if getattr(field.token_indexers[ELMO_KEY], "sentences", False):  # the biLM sees each sentence alone
+            for _, tokens in itertools.groupby(field.tokens, key=lambda t: t.type_id):
+                yield [t.text for t in tokens]
+        else:
+            yield [t.text for t in field.tokens]
     elif isinstance(field, ListField):
         for f in field.field_list:
             yield from _texts(f)

@@ -177,3 +177,45 @@ def test_every_seed_of_a_task_shares_one_cache_and_random_windows_get_none(tmp_p
     assert len(list(tmp_path.glob("*/coref-*/meta.json"))) == 1
     assert list(build_caches([run("paper", "1")], tmp_path / "paper").values()) == [""]
     assert not (tmp_path / "paper").exists()
+
+
+def test_sentences_run_through_the_biLM_alone_live_and_from_the_cache(tmp_path):
+    """Coref's ELMo runs the biLM on each sentence of a document alone, as e2e-coref did (cache_elmo.py: a document's
+    sentences as one batch), not on the document as one sequence. Reference: the biLM on each sentence by itself."""
+    from allennlp.data import Batch, Instance, Token, Vocabulary
+    from allennlp.data.fields import TextField
+
+    from elmo_module.allennlp_adapter import ElmoCharactersIndexer, ElmoTokenEmbedder
+    from runner.cache import ELMO_KEY, instance_texts
+
+    options, weights = write_random_elmo(tmp_path, seed=5)
+    bilm = load_bilm(options, weights, stateful=False)
+    documents = [SENTENCES[:3], SENTENCES[3:7]]
+    indexer = ElmoCharactersIndexer(sentences=True)
+    instances = [Instance({"text": TextField([Token(w, type_id=i + 1) for i, s in enumerate(d) for w in s],
+                                             {ELMO_KEY: indexer})}) for d in documents]
+    # what the runner's activation cache stores: each sentence (runner/cache.py instance_texts)
+    assert [t for instance in instances for t in instance_texts(instance)] == SENTENCES[:7]
+    batch = Batch(instances)
+    batch.index_instances(Vocabulary())
+    tensors = batch.as_tensor_dict()["text"][ELMO_KEY]
+    torch.manual_seed(0)
+    live = ElmoTokenEmbedder(str(options), str(weights), dropout=0.0)
+    layers, mask = live._sentence_layers(**tensors)
+    for d, document in enumerate(documents):
+        start = 0
+        for sentence in document:
+            alone = _fresh(bilm, batch_to_ids([sentence])).layers
+            for k, layer in enumerate(alone):
+                assert torch.allclose(layers[k][d, start:start + len(sentence)], layer[0], atol=1e-5), (d, k)
+            start += len(sentence)
+        assert not mask[d, start:].any() and mask[d, :start].all()
+    whole = _fresh(bilm, batch_to_ids([sum(documents[1], [])])).layers  # the document as one sequence differs
+    assert (whole[-1][0] - layers[-1][1, :len(whole[-1][0])]).abs().max() > 1e-3
+    checksum = file_checksum(options, weights)
+    directory = build_cache(bilm, SENTENCES[:7], tmp_path / "cache", checksum, progress=False)
+    torch.manual_seed(0)
+    from_cache = ElmoTokenEmbedder(str(options), str(weights), dropout=0.0, cache_dir=str(directory))
+    with torch.no_grad():
+        bound = RTOL * torch.stack([layer.abs() for layer in layers]).mean(dim=0) + ATOL
+        assert ((live(**tensors) - from_cache(**tensors)).abs() <= bound).all()

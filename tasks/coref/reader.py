@@ -57,6 +57,11 @@ class CheckedCorefReader(ConllCorefReader):
                 offset = self._rng.randint(0, len(sentences) - self._max_sentences) if self._random_offset else 0
                 sentences = sentences[offset:offset + self._max_sentences]
             instance = self.text_to_instance([s.words for s in sentences], _document_clusters(sentences))
+            # each word's sentence number, from 1: the ELMo indexer's `sentences` runs the biLM per sentence
+            # (e2e-coref cache_elmo.py), other indexers ignore it
+            numbers = (i + 1 for i, s in enumerate(sentences) for _ in s.words)
+            for token, number in zip(instance["text"].tokens, numbers):
+                token.type_id = number
             if self._speaker_genre:
                 speaker_ids, genre = _speakers_and_genre(sentences)
                 instance.add_field("speaker_ids", TensorField(torch.tensor(speaker_ids, dtype=torch.long)))
