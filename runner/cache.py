@@ -125,15 +125,23 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
                        reuse=True, dtype=dtype)
 
 
-def _embedder_files(params: dict):
-    """(options_file, weight_file) of the elmo_module embedder, wherever the task config put it."""
-    stack = [params["model"]]
+def elmo_embedder(config) -> Optional[dict]:
+    """The elmo_module token embedder's settings, wherever a task config (or allennlp's saved config.json) put it."""
+    stack = [config]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             if node.get("type") == "elmo_module":
-                return REPO / node["options_file"], REPO / node["weight_file"]
+                return node
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    raise ValueError("no 'elmo_module' token embedder in the task config")
+    return None
+
+
+def _embedder_files(params: dict):
+    """(options_file, weight_file) of the elmo_module embedder."""
+    embedder = elmo_embedder(params["model"])
+    if embedder is None:
+        raise ValueError("no 'elmo_module' token embedder in the task config")
+    return REPO / embedder["options_file"], REPO / embedder["weight_file"]

@@ -259,19 +259,13 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
 def _recorded_cache(model_dir: Path) -> Optional[str]:
     """The activation cache (ELMO_CACHE; '' for none) that a run's checkpoints were trained with, from the config
     allennlp saved beside them, or None if that names no elmo_module embedder."""
+    from runner.cache import elmo_embedder
+
     try:
-        stack = [json.loads((model_dir / "config.json").read_text())]
+        embedder = elmo_embedder(json.loads((model_dir / "config.json").read_text()))
     except (OSError, ValueError):
         return None
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("type") == "elmo_module":
-                return node.get("cache_dir") or ""
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
+    return None if embedder is None else embedder.get("cache_dir") or ""
 
 
 def _resume_cache(model_dir: Path, extra_env: Dict[str, str]) -> Optional[Dict[str, str]]:
