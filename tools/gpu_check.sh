@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The suite's checks on a GPU machine, in one go (docs/runner.md#gpus): Table 1 of the tiny default
-# profile trained on the GPU by the runner (allennlp + tasks + ELMo), the paper profile's --check on stand-in inputs
+# The suite's checks on a GPU machine, in one go (docs/runner.md#gpus): wandb's service alone, Table 1 of the tiny
+# default profile trained on the GPU by the runner (allennlp + tasks + ELMo), the paper profile's --check on stand-in inputs
 # with a biLM of the released shape (its GPU-hour timing), the biLM fine-tuning of the paper profile on the GPU
 # (bfloat16), the GPU-only tests, then the whole test suite with what time is left.
 #
@@ -50,7 +50,10 @@ cat "$out/environment.txt"
 mkdir -p "$work/wandb"
 step wandb_offline 60 env WANDB_MODE=offline WANDB_DIR="$work/wandb" "$py" -c "import wandb
 run = wandb.init(project='check', name='gpu-check'); run.log({'x': 1}); run.finish(); print('wandb', wandb.__version__, 'ok')"
-mkdir -p "$out/wandb_logs" && find "$work/wandb" -name 'debug*.log' -exec cp --backup=numbered {} "$out/wandb_logs/" \; 2>/dev/null
+mkdir -p "$out/wandb_logs"
+n=0  # (names the device tool brings back: no "~1~" backups)
+while read -r log; do n=$((n + 1)); cp "$log" "$out/wandb_logs/$n-$(basename "$log")"; done \
+  < <(find "$work/wandb" -name 'debug*.log' -type f 2>/dev/null)
 step tiny_table1_cuda 180 "$py" -m runner --profile default --only table1 --device cuda --runs-per-gpu 6 \
   --runs-dir "$work/runs" --results-dir "$work/tiny" --cache-dir "$work/cache" ${RUNNER_ARGS:-}
 cp "$work/tiny/table1.md" "$out/tiny_table1.md" 2>/dev/null
