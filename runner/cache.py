@@ -30,8 +30,9 @@ def _texts(field) -> Iterator[List[str]]:
 
 def _task_params(task: str, knobs: Dict[str, str]) -> dict:
     """The task config with the run's knobs, ELMo on (so the readers index for it), full training set, seed 1: the
-    seed only picks a training subsample (none here) or coref's random windows (no cache then: no_cache_reason), so
-    every seed's runs share one cache (the key followed the first run's seed before 2026-11-27)."""
+    seed only picks a training subsample (none here) or coref's random windows (the cache reads whole documents:
+    _read_sentences), so every seed's runs share one cache (the key followed the first run's seed before
+    2026-11-27)."""
     from allennlp.common import Params
     from allennlp.common.util import import_module_and_submodules
 
@@ -68,9 +69,23 @@ def instance_texts(instance) -> List[List[str]]:
     return [text for field in instance.fields.values() for text in _texts(field)]
 
 
+def _random_windows(params: dict) -> Optional[str]:
+    """How the training reader's random windows (coref at SIZE=paper: a run of 50 sentences of each document from a
+    random start, drawn anew each epoch; e2e-coref coref_model.py:122-132) meet the cache: None without them;
+    "sentences" when the biLM sees each sentence alone, so that every window is made of sentences the cache holds if
+    it reads the whole training documents; "texts" when each window is a new text for the biLM (no cache)."""
+    reader = params["dataset_reader"]
+    if not reader.get("random_offset"):
+        return None
+    return "sentences" if (reader.get("token_indexers") or {}).get(ELMO_KEY, {}).get("sentences") else "texts"
+
+
 def _read_sentences(params: dict, config_keys: List[str]) -> List[List[str]]:
-    """Every text the ELMo indexer sees, read as an ELMo run reads it (train with the training reader)."""
+    """Every text the ELMo indexer sees, read as an ELMo run reads it (train with the training reader; with random
+    windows of sentences, every sentence of the whole training documents, read with the dev/test reader)."""
     reader, validation_reader = _readers(params)
+    if _random_windows(params) == "sentences":
+        reader = validation_reader
     sentences = []
     for key in config_keys:
         for instance in (reader if key == "train_data_path" else validation_reader).read(params[key]):
@@ -86,11 +101,11 @@ def read_task_sentences(task: str, knobs: Dict[str, str], splits: List[str]) -> 
 
 def no_cache_reason(task: str, knobs: Dict[str, str]) -> Optional[str]:
     """Why a task's runs cannot read an activation cache, or None. A cache holds the biLM's layers of the texts read
-    once before training; a training reader that draws its texts anew each epoch (coref at SIZE=paper: a random
-    50-sentence window of each document, e2e-coref coref_model.py:122-132) would miss them from its second epoch."""
-    if _task_params(task, knobs)["dataset_reader"].get("random_offset"):
+    once before training; a training reader that draws a new window of each document each epoch, with the biLM
+    over the whole window, would miss them from its second epoch (_random_windows)."""
+    if _random_windows(_task_params(task, knobs)) == "texts":
         return (f"{task}: no activation cache (its training reader draws a random window of each document every "
-                f"epoch, random_offset): the biLM runs inside each run")
+                f"epoch, random_offset, and the biLM reads each window whole): the biLM runs inside each run")
     return None
 
 

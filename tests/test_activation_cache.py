@@ -8,6 +8,7 @@ import torch
 
 from elmo_module import ElmoInputError, batch_to_ids, load_bilm
 from elmo_module.activation_cache import ActivationCache, build_cache, bytes_per_token, file_checksum
+from tests.conftest import REPO_ROOT as REPO
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
 # float16 keeps 11 significant bits: round-to-nearest errs by at most half an ulp, 2**-11 of the value (below
@@ -159,24 +160,41 @@ def test_embedder_with_cache_equals_embedder_running_the_bilm(cached):
         assert ((live(ids) - from_cache(ids)).abs() <= bound).all()
 
 
-def test_every_seed_of_a_task_shares_one_cache_and_random_windows_get_none(tmp_path):
+def test_every_seed_of_a_task_shares_one_cache_and_random_windows_read_cached_sentences(tmp_path):
     """The runner builds one cache per task, data and biLM (runner/__main__.py build_caches). Coref's reader carries
     the run's seed; the cache's key followed the seed of the first run needing it, so that a runner started with
     another run first built a second cache, and a run resumed from its checkpoint crashed on the changed path
-    (2026-11-27). At SIZE=paper the training reader draws a random window of each document every epoch: no cache
-    built beforehand holds those texts, so those runs get none (the biLM runs inside them)."""
+    (2026-11-27). At SIZE=paper the training reader draws a random window of 50 sentences of each document every
+    epoch: a cache of one such read missed the sentences of the next; it now holds every sentence of the whole
+    training documents (the biLM sees each sentence alone)."""
     from runner.__main__ import build_caches
+    from runner.cache import instance_texts, task_readers
     from runner.spec import Run
     from tasks.knobs import KNOBS
+    from tests.test_task_coref import _long_document
 
-    def run(size, seed):
-        return Run("coref", tuple(sorted({**KNOBS, "ELMO": "input", "SEED": seed, "SIZE": size}.items())))
+    def run(seed, **knobs):
+        return Run("coref", tuple(sorted({**KNOBS, "ELMO": "input", "SEED": seed, "SIZE": "tiny", **knobs}.items())))
 
-    caches = build_caches([run("tiny", "1")], tmp_path)
-    assert build_caches([run("tiny", "2")], tmp_path) == caches
+    caches = build_caches([run("1")], tmp_path)
+    assert build_caches([run("2")], tmp_path) == caches
     assert len(list(tmp_path.glob("*/coref-*/meta.json"))) == 1
-    assert list(build_caches([run("paper", "1")], tmp_path / "paper").values()) == [""]
-    assert not (tmp_path / "paper").exists()
+
+    document = str(_long_document(tmp_path, 60))  # 60 sentences, windows of 50
+    bilm = {"ELMO_OPTIONS": "elmo_module/bundled/tiny_options.json",
+            "ELMO_WEIGHTS": "elmo_module/bundled/tiny_weights.hdf5"}
+    paper = run("1", SIZE="paper", TRAIN_PATH=document, DEV_PATH=document, TEST_PATH=document, **bilm)
+    [directory] = build_caches([paper], tmp_path / "paper").values()
+    cache = ActivationCache(directory, file_checksum(*(REPO / bilm[k] for k in ("ELMO_OPTIONS", "ELMO_WEIGHTS"))))
+    reader, _, _ = task_readers("coref", paper.knob_dict)
+    firsts = set()
+    for _ in range(8):  # epochs: each reads other windows, every sentence of them in the cache
+        [instance] = reader.read(document)
+        texts = instance_texts(instance)
+        assert len(texts) == 50
+        firsts.add(texts[0][0])
+        cache.lookup(batch_to_ids(texts))
+    assert len(firsts) > 1
 
 
 def test_sentences_run_through_the_biLM_alone_live_and_from_the_cache(tmp_path):
