@@ -650,8 +650,9 @@ def job_for(run, directory, caches, profile, cells, args) -> dict:
     sweeps = sorted({c.sweep for c in cells if c.run == run})
     tags = [run.task, f"elmo={k['ELMO']}", f"mix={k['ELMO_MIX']}", f"lambda={k['ELMO_LAMBDA']}",
             f"fraction={k['TRAIN_FRACTION']}", f"seed={k['SEED']}", *sweeps]
-    extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "", "WANDB": "false" if args.no_wandb else "true",
-             "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_PROJECT": args.wandb_project,
+    extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "",
+             "WANDB": "false" if args.no_wandb else "true", "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"),
+             "WANDB_PROJECT": args.wandb_project,
              "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
     if args.executor == "ray" and (args.gpus_per_run or 0) > 0:
