@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The suite's checks on a GPU machine, in one go (docs/runner.md#gpus): wandb's service alone, Table 1 of the tiny
-# default profile trained on the GPU by the runner (allennlp + tasks + ELMo), the paper profile's --check on stand-in inputs
-# with a biLM of the released shape (its GPU-hour timing), the biLM fine-tuning of the paper profile on the GPU
+# default profile trained on the GPU by the runner (allennlp + tasks + ELMo), the paper profile's --check on stand-in
+# inputs with a biLM of the released shape (its GPU-hour timing), the biLM fine-tuning of the paper profile on the GPU
 # (bfloat16), the GPU-only tests, then the whole test suite with what time is left.
 #
 #   source env.sh; PYTHON=.venv/bin/python tools/gpu_check.sh OUT_DIR [SECONDS]   # PYTHON default python3; 480 s
