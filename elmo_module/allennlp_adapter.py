@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from collections import defaultdict, deque
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -75,6 +75,18 @@ class ElmoCharactersIndexer(TokenIndexer):
         return padded
 
 
+def sentence_runs(numbers: Sequence[int]) -> List[Tuple[int, int]]:
+    """(first token, length) of each run of equal sentence numbers: the sentences the biLM sees alone. One split for
+    the embedder and the activation cache (runner/cache.py), so both hand the biLM the same sentences."""
+    runs: List[Tuple[int, int]] = []
+    for i, number in enumerate(numbers):
+        if runs and number == numbers[i - 1]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
 def _check_choice(key: str, value: str, choices) -> None:
     if value not in choices:
         raise ConfigurationError(f"elmo_module embedder: key '{key}' must be one of {list(choices)}, found {value!r}")
@@ -120,9 +132,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
         mask = (elmo_tokens > 0).any(dim=-1)
         rows = []  # (text, first token, length) of each sentence
         for text, length in enumerate(mask.sum(dim=1).tolist()):
-            numbers = sentence_ids[text, :length]
-            starts = [0] + (torch.nonzero(numbers[1:] != numbers[:-1]).flatten() + 1).tolist()
-            rows += [(text, start, end - start) for start, end in zip(starts, starts[1:] + [length]) if end > start]
+            rows += [(text, start, n) for start, n in sentence_runs(sentence_ids[text, :length].tolist())]
         chars = elmo_tokens.new_zeros(len(rows), max([n for _, _, n in rows], default=1), elmo_tokens.shape[-1])
         for i, (text, start, length) in enumerate(rows):
             chars[i, :length] = elmo_tokens[text, start:start + length]

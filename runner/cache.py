@@ -4,7 +4,6 @@ The sentences are whatever the task's own dataset readers give to the ELMo index
 knowledge: it reads the config with the run's knobs, builds its readers and reads train, dev and test.
 """
 import hashlib
-import itertools
 import json
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -19,8 +18,10 @@ def _texts(field) -> Iterator[List[str]]:
 
     if isinstance(field, TextField) and ELMO_KEY in field.token_indexers:
         if getattr(field.token_indexers[ELMO_KEY], "sentences", False):  # the biLM sees each sentence alone
-            for _, tokens in itertools.groupby(field.tokens, key=lambda t: t.type_id):
-                yield [t.text for t in tokens]
+            from elmo_module.allennlp_adapter import sentence_runs
+
+            for start, length in sentence_runs([t.type_id for t in field.tokens]):
+                yield [t.text for t in field.tokens[start:start + length]]
         else:
             yield [t.text for t in field.tokens]
     elif isinstance(field, ListField):

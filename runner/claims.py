@@ -27,7 +27,7 @@ import numpy as np
 
 from runner import stats
 from runner.execute import PREDICTIONS, load_result
-from runner.spec import x_axis
+from runner.spec import epoch_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
 
@@ -49,8 +49,8 @@ def still_improving(result: dict) -> bool:
         metrics = result.get("metrics") or {}
         best, last = metrics.get("best_epoch"), metrics.get("epoch")
         return isinstance(best, int) and isinstance(last, int) and best == last
-    cap = str((result.get("knobs") or {}).get("NUM_EPOCHS", ""))
-    if cap.isdigit() and len(curve) < int(cap):
+    cap = epoch_cap(result.get("knobs"))
+    if cap and len(curve) < cap:
         return False  # stopped by patience before its cap
     if len(curve) < 3:
         return int(np.argmax(curve)) == len(curve) - 1

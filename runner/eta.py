@@ -11,6 +11,8 @@ and the estimate says so.
 import statistics
 from typing import Iterable, List, Optional, Tuple
 
+from runner.spec import epoch_cap
+
 
 def _levels(task: str, knobs: dict) -> List[tuple]:
     kind = "baseline" if knobs.get("ELMO", "none") == "none" else "elmo"
@@ -43,9 +45,9 @@ class Estimator:
             if like:
                 per_epoch = statistics.median(s for s, _ in like)
                 epochs = statistics.median(e for _, e in like)
-                cap = knobs.get("NUM_EPOCHS")
-                if cap and str(cap).isdigit():
-                    epochs = min(epochs, int(cap))
+                cap = epoch_cap(knobs)
+                if cap:
+                    epochs = min(epochs, cap)
                 return per_epoch * max(epochs - done, 1)
         return None
 

@@ -434,6 +434,12 @@ def unique_runs(cells: List[Cell]) -> List[Run]:
     return runs
 
 
+def epoch_cap(knobs: dict) -> Optional[int]:
+    """A run's epoch cap (its NUM_EPOCHS knob) as recorded in its result, or None where none was recorded."""
+    cap = str((knobs or {}).get("NUM_EPOCHS", ""))
+    return int(cap) if cap.isdigit() else None
+
+
 def repo_path(value: str) -> Path:
     """A path as profiles and knobs give it: absolute, or relative to the repository (where runs start)."""
     return Path(value) if os.path.isabs(value) else REPO / value

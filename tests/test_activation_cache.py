@@ -237,3 +237,13 @@ def test_sentences_run_through_the_biLM_alone_live_and_from_the_cache(tmp_path):
     with torch.no_grad():
         bound = RTOL * torch.stack([layer.abs() for layer in layers]).mean(dim=0) + ATOL
         assert ((live(**tensors) - from_cache(**tensors)).abs() <= bound).all()
+
+
+def test_sentence_runs_split_where_the_number_changes():
+    """The one sentence split that the embedder and the activation cache share: a new sentence at each change of
+    number (a number met again later starts another sentence, as the reader never numbers that way)."""
+    from elmo_module.allennlp_adapter import sentence_runs
+
+    assert sentence_runs([1, 1, 2, 2, 2, 3]) == [(0, 2), (2, 3), (5, 1)]
+    assert sentence_runs([4]) == [(0, 1)] and sentence_runs([]) == []
+    assert sentence_runs([1, 2, 1]) == [(0, 1), (1, 1), (2, 1)]

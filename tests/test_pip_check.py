@@ -9,7 +9,8 @@ from tests.conftest import REPO_ROOT
 
 
 def pip_check(*args, extra_path=None):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(extra_path or ""), str(REPO_ROOT)) if p)}
+    paths = (str(extra_path or ""), str(REPO_ROOT), os.environ.get("PYTHONPATH", ""))  # keeps a bundle's site
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "pip_check.py"), *map(str, args)],
                           capture_output=True, text=True, env=env, timeout=120)
 
