@@ -740,3 +740,23 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
             "extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")
+
+
+def test_wandb_logs_a_run_beside_a_tensorboard_built_for_a_newer_protobuf(tmp_path):
+    """The lent H100 machine (2026-11-27): every run stopped at wandb.init with "MailboxError: transport failed".
+    Its image's tensorboard has protobuf >= 5.26 gencode (summary_pb2 imports google.protobuf.runtime_version),
+    which wandb's service loads; beside the lock's protobuf 3.20.3 that import fails and wandb 0.17.9's service died.
+    Stand-in: a tensorboard package whose summary_pb2 imports what protobuf 3 lacks. wandb 0.19.11 logs on."""
+    proto = tmp_path / "site" / "tensorboard" / "compat" / "proto"
+    proto.mkdir(parents=True)
+    for folder in (proto, proto.parent, proto.parent.parent):
+        (folder / "__init__.py").write_text("")
+    (proto / "summary_pb2.py").write_text("from google.protobuf import runtime_version as _runtime_version\n")
+    script = ("import wandb\nrun = wandb.init(project='check', name='t')\nrun.log({'loss': 1.0})\nrun.finish()\n"
+              "print('logged')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), child_pythonpath()]),
+           "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
+           "WANDB_ERROR_REPORTING": "false"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "logged" in done.stdout, done.stderr[-2000:]
+    assert list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))

@@ -40,7 +40,7 @@ step() {  # step NAME CAP COMMAND...: runs COMMAND under min(CAP, time left), ou
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; "$py" --version
   "$py" -c "import torch, allennlp.version as a, allennlp_models.version as m
 print('torch', torch.__version__, torch.version.cuda, torch.cuda.is_available(), a.VERSION, m.VERSION)"
-  # wandb 0.17.9 loads the image's tensorboard protobufs, which need protobuf >= 5.26 (the lock has 3.20.3): both seen
+  # wandb loads the image's tensorboard protobufs, which need protobuf >= 5.26 (the lock has 3.20.3): both seen
   "$py" -m pip list 2>/dev/null | grep -iE '^(protobuf|tensorboard|wandb) '
 } > "$out/environment.txt" 2>&1
 cat "$out/environment.txt"
