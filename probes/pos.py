@@ -55,7 +55,7 @@ def train_linear(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, y_
         if dev_acc > best[0]:
             best = (dev_acc, done, {k: v.clone() for k, v in model.state_dict().items()})
     model.load_state_dict(best[2])
-    return model, {"dev_accuracy": 100 * best[0], "iterations": best[1], "final_loss": float(loss)}
+    return model, {"dev_accuracy": 100 * best[0], "iterations": best[1], "final_loss": loss.item()}
 
 
 def features(bilm, sentences: Sequence[Sequence[str]], name: str) -> np.ndarray:
