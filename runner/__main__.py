@@ -165,7 +165,8 @@ def _main(argv=None) -> int:
     started = time.time()
     try:
         plan = make_plan(args)
-        if args.build_only:
+        if args.build_only:  # it writes in both directories too (restored runs, tables): not beside a runner
+            take_locks(plan, " (it builds the tables itself when its runs end)")
             restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
                                        plan.results_dir)
             check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=False, build_only=True)
@@ -238,11 +239,17 @@ def device_and_locks(plan: Plan, args):
     their own runs directories would both train everything into one archive and tables, the last to finish winning)."""
     gpus, stage_device, device_line = device_plan(plan.profile.get("device", "cpu"), args)
     print(f"runner: {device_line}", flush=True)
+    take_locks(plan)
+    return gpus, stage_device
+
+
+def take_locks(plan: Plan, hint: str = "") -> None:
+    """One runner per runs directory and per results directory (lock_dir), --build-only included: beside a runner it
+    restored archived results over the stale ones that runner had just moved aside to train again (--redo-stale)."""
     problem = (lock_dir(plan.runs_dir, "runs directory", "--runs-dir")
                or lock_dir(plan.results_dir, "results directory", "--results-dir"))
     if problem:
-        raise SpecError(problem)
-    return gpus, stage_device
+        raise SpecError(problem + hint)
 
 
 def wanted_probes(plan: Plan, args) -> list:

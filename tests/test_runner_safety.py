@@ -420,6 +420,9 @@ def interrupted_sweep(tmp_path_factory):
         b = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         other_runs_dir = [str(tmp_path / "runs_c") if arg == str(tmp_path / "runs") else arg for arg in command]
         c = subprocess.run(other_runs_dir, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        files_before_d = sorted(str(p) for p in tmp_path.rglob("*") if p.is_file())
+        d = subprocess.run([*command, "--build-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        files_after_d = sorted(str(p) for p in tmp_path.rglob("*") if p.is_file())
         logs_after_b = sorted((tmp_path / "runs").glob("ner/*/log.txt"))
         sent = time.time()
         a.send_signal(signal.SIGINT)
@@ -429,8 +432,9 @@ def interrupted_sweep(tmp_path_factory):
         if a.poll() is None:
             os.killpg(a.pid, signal.SIGKILL)
             a.wait()
-    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "c": c, "trainings": trainings,
-            "logs_after_b": logs_after_b, "stopped_after": stopped_after}
+    return {"tmp": tmp_path, "a": a, "a_out": out, "a_err": err, "b": b, "c": c, "d": d, "trainings": trainings,
+            "logs_after_b": logs_after_b, "stopped_after": stopped_after, "files_before_d": files_before_d,
+            "files_after_d": files_after_d}
 
 
 def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
@@ -453,6 +457,19 @@ def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
     assert error.startswith(f"error: results directory {seen['tmp'] / 'results'} is in use by another runner (pid "
                             f"{seen['a'].pid},") and error.endswith("or give this one another --results-dir")
     assert not (seen["tmp"] / "runs_c" / "ner").exists()  # C trained nothing
+
+
+def test_build_only_beside_a_runner_is_refused(interrupted_sweep):
+    """--build-only took no lock: beside a runner with --redo-stale it restored the archived results of the stale runs
+    that runner had just moved aside, so they would have counted as finished (seen on the small profile)."""
+    seen = interrupted_sweep
+    d = seen["d"]
+    assert d.returncode == 2, d.stdout[-1000:] + d.stderr[-1000:]
+    [error] = [line for line in d.stderr.splitlines() if line.startswith("error")]
+    assert error.startswith(f"error: runs directory {seen['tmp'] / 'runs'} is in use by another runner (pid "
+                            f"{seen['a'].pid},") and error.endswith("(it builds the tables itself when its runs end)")
+    written = set(seen["files_after_d"]) - set(seen["files_before_d"])  # (A's training writes on under runs/)
+    assert not [f for f in written if f.startswith(str(seen["tmp"] / "results"))], written  # no table built
 
 
 def test_ctrl_c_stops_the_sweep(interrupted_sweep):
