@@ -11,6 +11,19 @@ if [[ -x $venv/bin/python && "$(cat "$venv/.lock-sha256" 2>/dev/null)" == "$want
   exit 0
 fi
 
+# A venv in use is not replaced: a `git pull` that changes the lock, then ./run_tests.sh, would otherwise delete the
+# environment under a runner that is days into a sweep (its later trainings could not start). A process uses the venv
+# when it has a file of it mapped (its libraries: torch, numpy; /proc/PID/maps, the processes this user may read).
+if [[ -d $venv ]]; then
+  venv_abs=$(cd "$venv" && pwd -P)
+  users=$(grep -l -F "$venv_abs/" /proc/[0-9]*/maps 2>/dev/null | cut -d/ -f3 | sort -un | tr '\n' ' ' || true)
+  if [[ -n $users ]]; then
+    first=${users%% *}
+    echo "setup_env.sh: $venv must be rebuilt for this requirements.lock, but process(es) ${users% } use it (pid $first: $(tr '\0' ' ' < "/proc/$first/cmdline" 2>/dev/null | cut -c1-120)): let them end or stop them, then run this again, or build the new one elsewhere with ELMO_VENV=/path/to/venv." >&2
+    exit 1
+  fi
+fi
+
 # Python 3.12 or 3.13: the lock's oldest wheels that exist for both (spaCy 3.8.7, thinc 8.3.6, numpy 2.2.6,
 # tokenizers 0.15.2, ray 2.45.0; requirements.in says why each). 3.10 and 3.11 are not served by this lock
 # (numpy 2.2.6 and ray 2.45 would install, but the suite is measured on 3.12 and 3.13 only).

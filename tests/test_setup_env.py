@@ -18,3 +18,28 @@ def test_too_little_free_space_is_refused_first_and_nothing_is_built(tmp_path):
     assert first.startswith(f"setup_env.sh: {venv.parent}: expected at least {10 ** 9} GB free for {venv}")
     assert " GB free " in first and first.split("found ")[1].split(" GB")[0].isdigit()
     assert not venv.exists()
+
+
+def test_a_venv_in_use_is_not_replaced(tmp_path):
+    """A lock changed by a `git pull` made the next ./run_tests.sh delete .venv under a runner days into a sweep."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / ".lock-sha256").write_text("an older lock\n")
+    sleeper = venv / "bin" / "sleeper"  # a process with a file of the venv mapped, as a runner has its torch
+    sleeper.write_bytes(open("/bin/sleep", "rb").read())
+    sleeper.chmod(0o755)
+    user = subprocess.Popen([str(sleeper), "60"])
+    try:
+        env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": sys.executable,
+               "ELMO_SETUP_FREE_GB": str(10 ** 9)}  # were it not refused, the free-space check would stop it
+        result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, env=env,
+                                timeout=120)
+    finally:
+        user.kill()
+        user.wait()
+    assert result.returncode == 1 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"setup_env.sh: {venv} must be rebuilt for this requirements.lock, but process(es) "
+                           f"{user.pid} use it (pid {user.pid}: {sleeper} 60 )"), line
+    assert sleeper.is_file()  # nothing removed
