@@ -57,7 +57,8 @@ def parse_args(argv=None):
     p.add_argument("--build-only", action="store_true", help="only rebuild tables and figures from existing runs")
     p.add_argument("--redo-stale", action="store_true",
                    help="train again the finished runs whose data, biLM or GloVe files changed since (their old "
-                        "result.json is kept as result.stale.json); without it the runner stops and lists them")
+                        "result.json is kept as result.stale.json); without it the runner stops and lists them. With "
+                        "--build-only: only set them aside (the tables count them as missing until they are trained again)")
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
@@ -169,8 +170,9 @@ def _main(argv=None) -> int:
             take_locks(plan, " (it builds the tables itself when its runs end)")
             restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
                                        plan.results_dir)
-            check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=False, build_only=True)
-            check_finished_probes(plan.probes, plan.probe_dir, Checksums(plan.runs_dir / ".checksums.json"), False)
+            check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=args.redo_stale, build_only=True)
+            check_finished_probes(plan.probes, plan.probe_dir, Checksums(plan.runs_dir / ".checksums.json"),
+                                  args.redo_stale)
         else:
             wanted = wanted_runs(plan, args)
             from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
@@ -331,6 +333,7 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
 
         make_portable(results_dir)
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
+    aside = [r for r in runs if results[r] is None and (run_dir[r] / "result.stale.json").is_file()]
     provenance = {
         "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(argv or sys.argv[1:])]),
         "profile": str(plan.profile_path.relative_to(REPO) if plan.profile_path.is_relative_to(REPO)
@@ -346,6 +349,8 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
                            for p in probes}),
         "hardware": hardware(), "executor": args.executor, "git_commit": git_commit(),
         "runs_made": runs_made(list(results.values())),
+        **({"stale_runs_set_aside": f"{len(aside)} (their inputs changed since they ran: missing here until trained "
+                                    f"again; runner/inputs.py settle_stale)"} if aside else {}),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "wall_time_s": round(time.time() - started, 1),
         "run_wall_time_s": round(sum(float(result.get("wall_time_s") or 0) for result in results.values() if result)
@@ -448,7 +453,8 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     restored = 0
     for run in runs:
         copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
-        if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None:
+        if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None \
+                and not set_aside(copy, target.with_name("result.stale.json")):
             target.parent.mkdir(parents=True, exist_ok=True)
             predictions = copy.with_name(f"{run.run_id}.{PREDICTIONS}")  # before result.json: finished = complete
             if predictions.is_file():
@@ -476,6 +482,13 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
                   f"keep_predictions)", flush=True)
             archive(run_dir[run])
     return archive
+
+
+def set_aside(copy: Path, stale: Path) -> bool:
+    """Whether the archived result ``copy`` is the one --redo-stale moved aside to ``stale`` (the same training: its
+    `made` record), which restoring would undo: the run counted as finished again, with the bytes it was stale for."""
+    made = (load_result(stale)[0] or {}).get("made") if stale.is_file() else None
+    return made is not None and made == (load_result(copy)[0] or {}).get("made")
 
 
 def _check_selects_runs(profile, sweeps, cells, only) -> None:
@@ -555,7 +568,8 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
     if unverified:
         print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
               f"read; their data and weights cannot be checked", file=sys.stderr)
-    settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale and not build_only, "runs", "train")
+    settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale, "runs", "train",
+                 "left out of the tables until trained again" if build_only else "runs again")
     _check_same_bytes(read)
     return inputs, finished
 

@@ -114,9 +114,10 @@ def stale_inputs(recorded: Optional[dict], current: Dict[str, Optional[str]], pa
             if digest and (recorded or {}).get(name) and recorded[name] != digest]
 
 
-def settle_stale(stale: list, redo: bool, what: str, verb: str) -> None:
+def settle_stale(stale: list, redo: bool, what: str, verb: str, note: str = "runs again") -> None:
     """``stale``: (run directory, changed inputs) of finished ``what`` (task runs, probe runs). Without ``redo``, a
-    SpecError lists them; with it, each result.json is moved to result.stale.json so that the run ``verb``s again."""
+    SpecError lists them; with it, each result.json is moved to result.stale.json so that the run ``verb``s again
+    (``note``: what the line printed for each says comes of it)."""
     import os
 
     from runner.spec import SpecError
@@ -128,4 +129,4 @@ def settle_stale(stale: list, redo: bool, what: str, verb: str) -> None:
                         "is kept as result.stale.json), or put the old files back")
     for directory, changed in stale:
         os.replace(directory / "result.json", directory / "result.stale.json")
-        print(f"stale, runs again: {directory} ({', '.join(changed)} changed)")
+        print(f"stale, {note}: {directory} ({', '.join(changed)} changed)")

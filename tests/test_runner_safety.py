@@ -270,6 +270,37 @@ def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys,
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0 and table.is_file()
 
 
+def test_build_only_with_redo_stale_leaves_the_stale_runs_out(tmp_path, capsys, fake_training):
+    """A profile partly remade on another machine (small, 2026-11-26): --build-only --redo-stale sets the stale runs
+    aside and builds the tables from the others, naming how many were left out; the archived copy of a run set aside
+    is not restored over it (it was, so the next --build-only found the stale result again: the fault seen beside a
+    --redo-stale runner). The stale run's recorded dev-file checksum stands for files changed since."""
+    overrides = {"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}}
+    path = write_profile(tmp_path, sweep_overrides=overrides, archive_runs=True)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    stale = result_paths(tmp_path)[1]
+    archived = tmp_path / "results" / "runs" / "ner" / f"{stale.parent.name}.json"
+    for record in (stale, archived):
+        result = json.loads(record.read_text())
+        record.write_text(json.dumps({**result, "inputs": {**result["inputs"], "DEV_PATH": "0" * 64}}))
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # stale: listed, nothing built
+
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only", "--redo-stale")) == 0
+    out = capsys.readouterr().out
+    assert f"stale, left out of the tables until trained again: {stale.parent} (DEV_PATH" in out
+    assert not stale.exists() and (stale.parent / "result.stale.json").is_file()
+    table = (tmp_path / "results" / "table1.md").read_text()
+    assert "- **stale_runs_set_aside**: 1 (their inputs changed since they ran" in table
+    assert "| ner | 25.00 (n=1) |" in table  # one seed of two
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0  # the archive's copy stays out
+    assert not stale.exists() and len(fake_training) == 2
+
+    assert runner_main.main(runner_args(tmp_path, path)) == 0  # the next training run trains it again
+    assert len(fake_training) == 3 and stale.is_file()
+    assert "stale_runs_set_aside" not in (tmp_path / "results" / "table1.md").read_text()
+
+
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
     from runner.inputs import Checksums
 
