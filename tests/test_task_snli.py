@@ -125,10 +125,10 @@ def test_paper_elmo_model_adds_weight_l2_and_attention_dropout(task_env):
         if not parameter.requires_grad:
             continue
         if name.endswith("mix_weights"):
-            expected += 0.001 * float((parameter ** 2).sum())
+            expected += 0.001 * (parameter ** 2).sum().item()
         elif parameter.dim() == 2 and "token_embedder_tokens" not in name:  # LSTM and feed-forward matrices
-            expected += 0.0001 * float((parameter ** 2).sum())
-    assert float(model.get_regularization_penalty()) == pytest.approx(expected, rel=1e-5)
+            expected += 0.0001 * (parameter ** 2).sum().item()
+    assert model.get_regularization_penalty().item() == pytest.approx(expected, rel=1e-5)
     dropouts = [m.p for m in model._projection_feedforward.modules() if isinstance(m, torch.nn.Dropout)]
     assert 0.5 in dropouts
 
