@@ -57,8 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--build-only", action="store_true", help="only rebuild tables and figures from existing runs")
     p.add_argument("--redo-stale", action="store_true",
                    help="train again the finished runs whose data, biLM or GloVe files changed since (their old "
-                        "result.json is kept as result.stale.json); without it the runner stops and lists them. With "
-                        "--build-only: only set them aside (the tables count them as missing until they are trained again)")
+                        "result.json is kept as result.stale.json); without it the runner stops and lists them. "
+                        "With --build-only: only set them aside (the tables count them as missing until they are "
+                        "trained again)")
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
