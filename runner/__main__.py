@@ -454,13 +454,13 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     restored = 0
     for run in runs:
         copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
-        if copy.is_file() and not target.is_file() and load_result(copy)[0] is not None \
-                and not set_aside(copy, target.with_name("result.stale.json")):
+        archived = load_result(copy)[0] if copy.is_file() and not target.is_file() else None
+        if archived is not None and not set_aside(archived, target.with_name("result.stale.json")):
             target.parent.mkdir(parents=True, exist_ok=True)
             predictions = copy.with_name(f"{run.run_id}.{PREDICTIONS}")  # before result.json: finished = complete
             if predictions.is_file():
                 shutil.copyfile(predictions, target.with_name(PREDICTIONS))
-            write_json(target, load_result(copy)[0])
+            write_json(target, archived)
             restored += 1
     if restored:
         print(f"restored {restored} finished runs from {archive_dir}", flush=True)
@@ -485,11 +485,11 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     return archive
 
 
-def set_aside(copy: Path, stale: Path) -> bool:
-    """Whether the archived result ``copy`` is the one --redo-stale moved aside to ``stale`` (the same training: its
-    `made` record), which restoring would undo: the run counted as finished again, with the bytes it was stale for."""
+def set_aside(archived: dict, stale: Path) -> bool:
+    """Whether the archived result is the one --redo-stale moved aside to ``stale`` (the same training: its `made`
+    record), which restoring would undo: the run counted as finished again, with the bytes it was stale for."""
     made = (load_result(stale)[0] or {}).get("made") if stale.is_file() else None
-    return made is not None and made == (load_result(copy)[0] or {}).get("made")
+    return made is not None and made == archived.get("made")
 
 
 def _check_selects_runs(profile, sweeps, cells, only) -> None:
