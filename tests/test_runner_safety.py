@@ -468,11 +468,17 @@ def interrupted_sweep(tmp_path_factory):
             "files_after_d": files_after_d}
 
 
+def _refusal(process) -> str:
+    """The one error line of a runner that refused to start (exit 2); imports may warn before it."""
+    assert process.returncode == 2, process.stdout[-1000:] + process.stderr[-1000:]
+    [error] = [line for line in process.stderr.splitlines() if line.startswith("error")]
+    return error
+
+
 def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
     seen = interrupted_sweep
     b = seen["b"]
-    assert b.returncode == 2, b.stdout[-1000:] + b.stderr[-1000:]
-    [error] = [line for line in b.stderr.splitlines() if line.startswith("error")]  # (imports may warn)
+    error = _refusal(b)
     assert error.startswith("error: runs directory ") and "Traceback" not in b.stderr
     assert f"in use by another runner (pid {seen['a'].pid}," in error
     assert len(seen["logs_after_b"]) == 1  # B started no training
@@ -483,8 +489,7 @@ def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
     and the tables and archive kept whichever finished last."""
     seen = interrupted_sweep
     c = seen["c"]
-    assert c.returncode == 2, c.stdout[-1000:] + c.stderr[-1000:]
-    [error] = [line for line in c.stderr.splitlines() if line.startswith("error")]
+    error = _refusal(c)
     assert error.startswith(f"error: results directory {seen['tmp'] / 'results'} is in use by another runner (pid "
                             f"{seen['a'].pid},") and error.endswith("or give this one another --results-dir")
     assert not (seen["tmp"] / "runs_c" / "ner").exists()  # C trained nothing
@@ -495,8 +500,7 @@ def test_build_only_beside_a_runner_is_refused(interrupted_sweep):
     that runner had just moved aside, so they would have counted as finished (seen on the small profile)."""
     seen = interrupted_sweep
     d = seen["d"]
-    assert d.returncode == 2, d.stdout[-1000:] + d.stderr[-1000:]
-    [error] = [line for line in d.stderr.splitlines() if line.startswith("error")]
+    error = _refusal(d)
     assert error.startswith(f"error: runs directory {seen['tmp'] / 'runs'} is in use by another runner (pid "
                             f"{seen['a'].pid},") and error.endswith("(it builds the tables itself when its runs end)")
     written = set(seen["files_after_d"]) - set(seen["files_before_d"])  # (A's training writes on under runs/)
