@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result, repo_relative  # noqa: E402
-from runner.spec import PROBE_KINDS, REPO, Cell, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 # shown beside the task's metric (SQuAD: F1, and EM beside it, official v1.1 script; coref: the CoNLL average without
@@ -68,6 +68,10 @@ def read_run(run_dir: Path, split: str) -> dict:
         percent = 100.0 * value if value <= 1.0 else float(value)
         state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result,
                  "still_improving": still_improving(result)}
+        cap, ran = epoch_cap(result.get("knobs")), len(result.get("epochs") or [])
+        best = (result.get("metrics") or {}).get("best_epoch")
+        if cap and ran >= cap:  # patience never stopped it (the issue: "the tables say which runs stopped at the cap")
+            state["at_cap"] = {"cap": cap, "best_epoch": best + 1 if isinstance(best, int) else None}
         dev = result.get("dev")
         if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table
             state["dev"] = 100.0 * dev if dev <= 1.0 else float(dev)
@@ -152,6 +156,25 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
         text += " † " + _note(notes, f"{where}: still improving at the epoch cap (dev score rising) for seed(s) "
                                      f"{', '.join(map(str, agg['still_improving']))}")
     return text
+
+
+def at_cap_text(summary: list) -> str:
+    """The runs that ran to their epoch cap (NUM_EPOCHS) without patience stopping them, cell by cell, with the epoch
+    each kept; † where the dev score was still rising at the cap (runner/claims.py still_improving)."""
+    lines = []
+    for entry in summary:
+        runs = [r for r in entry["runs"] if r.get("at_cap")]
+        if runs:
+            where = "/".join(str(k) for k in (entry["task"], entry["column"], entry["x"]) if k is not None)
+            lines.append(f"- {where}: " + "; ".join(
+                f"seed {r['seed']}{' †' if r['still_improving'] else ''} (best epoch "
+                f"{r['at_cap']['best_epoch'] or '?'} of {r['at_cap']['cap']})" for r in runs))
+    if not any(r["status"] == "ok" for entry in summary for r in entry["runs"]):
+        return ""
+    return ("\n\n## Runs that ran to their epoch cap\n\n" + ("Patience did not stop these runs: each ran every epoch its "
+            "cap (NUM_EPOCHS) allows and kept its best dev epoch. † marks a dev score still rising at the cap (its claims "
+            "are not decided, runner/claims.py still_improving); the others had levelled off.\n\n" + "\n".join(lines)
+            if lines else "None: patience stopped every finished run before its cap."))
 
 
 def _paper_number(value) -> Optional[float]:
@@ -281,6 +304,7 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
                   "The paired tests and verdicts of the paper's claims: claims.md.\n\n")
         extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
+    extra += at_cap_text(summary)
     write_atomic(out_dir / f"{sweep['name']}.md",
                  _markdown(sweep.get("title", sweep["name"]), provenance, header, rows, notes, extra))
     return summary
@@ -357,7 +381,7 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             point_knobs += f" {task}: {axis.get('xlabel', '% of the training set')}."
     drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
     paper_note = paper.get(sweep["name"], {}).get("note", "—")
-    extra = f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}"
+    extra = f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}" + at_cap_text(summary)
     write_atomic(out_dir / f"{sweep['name']}.md", _markdown(
         sweep.get("title", sweep["name"]), provenance, ["task", "training data"] + [f"{l} (ours)" for l in labels],
         rows, notes, extra))

@@ -402,3 +402,30 @@ def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
     before = (kept / "perplexity.json").stat().st_mtime_ns
     archive_bilm({"bilm": {"pretrain": {"out": str(out), "args": []}}}, tmp_path / "kept")
     assert (kept / "perplexity.json").stat().st_mtime_ns == before  # unchanged: not rewritten
+
+
+def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
+    """The issue: "the tables say which runs stopped at the cap". Seed 1 of each column ran all 6 epochs of its cap
+    (the baseline still rising, the ELMo run level); seed 2 was stopped by patience after 4."""
+    def run(name, seed, curve, cap):
+        run_dir = finished(tmp_path / "runs" / name, "srl", seed, max(curve), max(curve),
+                           knobs={"SEED": str(seed), "NUM_EPOCHS": str(cap)})
+        result = json.loads((run_dir / "result.json").read_text())
+        result["epochs"] = [{"epoch": i, "validation": v} for i, v in enumerate(curve)]
+        result["metrics"] = {"best_epoch": curve.index(max(curve)), "epoch": len(curve) - 1}
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return run_dir
+
+    rising, level, stopped = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65], [0.60, 0.62, 0.63, 0.62, 0.63, 0.62], [0.5, 0.6, 0.55, 0.55]
+    cells = [Cell(sweep="table2", task="srl", column=column, x=None, seed=seed, run_dir=run(f"{column}-{seed}", seed, curve, 6))
+             for column, curves in (("baseline", (rising, stopped)), ("ELMo", (level, stopped)))
+             for seed, curve in zip((1, 2), curves)]
+    sweep = {"name": "table2", "kind": "table", "title": "Table 2", "split": "dev", "tasks": ["srl"],
+             "seeds": {"default": 2}, "columns": [{"label": "baseline"}, {"label": "ELMo"}]}
+    summary = build_results([sweep], cells, {}, tmp_path / "out", PROVENANCE)
+    table = (tmp_path / "out" / "table2.md").read_text()
+    section = table.split("## Runs that ran to their epoch cap")[1]
+    assert "- srl/baseline: seed 1 † (best epoch 6 of 6)" in section
+    assert "- srl/ELMo: seed 1 (best epoch 3 of 6)" in section and "seed 2" not in section
+    runs = summary["sweeps"]["table2"]["cells"][0]["runs"]
+    assert runs[0]["at_cap"] == {"cap": 6, "best_epoch": 6} and "at_cap" not in runs[1]
