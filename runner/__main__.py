@@ -28,6 +28,7 @@ from runner.probe_runs import check_finished_probes, execute_probe, missing_prob
 from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
                          load_sweeps, missing_inputs, repo_path, unique_runs)
 
+LEFT_OUT = "left out of the tables until trained again"  # what --build-only --redo-stale does with a stale run
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m runner", description=__doc__,
@@ -173,7 +174,7 @@ def _main(argv=None) -> int:
                                        plan.results_dir)
             check_finished(plan.runs, plan.run_dir, plan.runs_dir, redo_stale=args.redo_stale, build_only=True)
             check_finished_probes(plan.probes, plan.probe_dir, Checksums(plan.runs_dir / ".checksums.json"),
-                                  args.redo_stale)
+                                  args.redo_stale, LEFT_OUT)
         else:
             wanted = wanted_runs(plan, args)
             from runner.preflight import run_preflight  # every input checked before any work (runner/preflight.py)
@@ -570,7 +571,7 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
         print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
               f"read; their data and weights cannot be checked", file=sys.stderr)
     settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale, "runs", "train",
-                 "left out of the tables until trained again" if build_only else "runs again")
+                 LEFT_OUT if build_only else "runs again")
     _check_same_bytes(read)
     return inputs, finished
 

@@ -83,11 +83,13 @@ def probe_inputs(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
     return {path: checksums.of(repo_path(path)) if repo_path(path).exists() else None for path in probe_files(run)}
 
 
-def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool) -> None:
+def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool,
+                          note: str = "runs again") -> None:
     """A finished probe run whose biLM or data changed since is stale, as a task run is (runner/__main__.py
     check_finished): listed with a SpecError, or with ``redo`` its result.json moved to result.stale.json and run
-    again. Without this a profile's remade biLM (another machine's bytes, other stage args) kept the old probe
-    tables as if they were its own. Results recorded before probe runs kept their inputs cannot be checked (warned)."""
+    again (``note``: what comes of it, as ``settle_stale`` prints). Without this a profile's remade biLM (another
+    machine's bytes, other stage args) kept the old probe tables as if they were its own. Results recorded before
+    probe runs kept their inputs cannot be checked (warned)."""
     from runner.inputs import settle_stale
 
     stale, unverified = [], 0
@@ -107,7 +109,7 @@ def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], c
     if unverified:
         print(f"warning: {unverified} finished probe runs were written before the runner recorded what they read; "
               f"their biLM and data cannot be checked", file=sys.stderr)
-    settle_stale([(run_dir[run], changed) for run, changed in stale], redo, "probe runs", "run")
+    settle_stale([(run_dir[run], changed) for run, changed in stale], redo, "probe runs", "run", note)
 
 
 def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optional[str], checksums=None) -> dict:

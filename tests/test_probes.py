@@ -274,6 +274,10 @@ def test_a_probe_run_whose_bilm_changed_is_stale(tmp_path, monkeypatch, capsys):
     assert err.startswith("error: 1 finished probe runs read files that have changed since"), err
     assert f"{result.parent}: {weights}" in err and "--redo-stale" in err
     assert main([*argv, "--build-only"]) == 2  # no table from it either
+    capsys.readouterr()
+    assert main([*argv, "--build-only", "--redo-stale"]) == 0  # set aside, not run: it said "runs again"
+    assert f"stale, left out of the tables until trained again: {result.parent} ({weights} changed)" in \
+        capsys.readouterr().out
     assert main([*argv, "--redo-stale"]) == 0
     assert (result.parent / "result.stale.json").is_file()
     assert json.loads(result.read_text())["inputs"][str(weights)] != recorded[str(weights)]
