@@ -30,6 +30,7 @@ from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check
 
 LEFT_OUT = "left out of the tables until trained again"  # what --build-only --redo-stale does with a stale run
 
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m runner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -68,9 +68,10 @@ def read_run(run_dir: Path, split: str) -> dict:
         percent = 100.0 * value if value <= 1.0 else float(value)
         state = {"status": "ok", "value": percent, "dev_fallback": dev_fallback, "result": result,
                  "still_improving": still_improving(result)}
-        cap, ran = epoch_cap(result.get("knobs")), len(result.get("epochs") or [])
+        # a run that ran to its cap (patience never stopped it) is named in its table (at_cap_text)
+        state["epoch_cap"] = cap = epoch_cap(result.get("knobs"))
         best = (result.get("metrics") or {}).get("best_epoch")
-        if cap and ran >= cap:  # patience never stopped it (the issue: "the tables say which runs stopped at the cap")
+        if cap and len(result.get("epochs") or []) >= cap:
             state["at_cap"] = {"cap": cap, "best_epoch": best + 1 if isinstance(best, int) else None}
         dev = result.get("dev")
         if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table
@@ -161,6 +162,8 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
 def at_cap_text(summary: list) -> str:
     """The runs that ran to their epoch cap (NUM_EPOCHS) without patience stopping them, cell by cell, with the epoch
     each kept; † where the dev score was still rising at the cap (runner/claims.py still_improving)."""
+    if not any(r.get("epoch_cap") for entry in summary for r in entry["runs"]):
+        return ""  # no finished run recorded its cap
     lines = []
     for entry in summary:
         runs = [r for r in entry["runs"] if r.get("at_cap")]
@@ -169,8 +172,6 @@ def at_cap_text(summary: list) -> str:
             lines.append(f"- {where}: " + "; ".join(
                 f"seed {r['seed']}{' †' if r['still_improving'] else ''} (best epoch "
                 f"{r['at_cap']['best_epoch'] or '?'} of {r['at_cap']['cap']})" for r in runs))
-    if not any(r["status"] == "ok" for entry in summary for r in entry["runs"]):
-        return ""
     return ("\n\n## Runs that ran to their epoch cap\n\n" + ("Patience did not stop these runs: each ran every epoch its "
             "cap (NUM_EPOCHS) allows and kept its best dev epoch. † marks a dev score still rising at the cap (its claims "
             "are not decided, runner/claims.py still_improving); the others had levelled off.\n\n" + "\n".join(lines)

@@ -429,3 +429,9 @@ def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
     assert "- srl/ELMo: seed 1 (best epoch 3 of 6)" in section and "seed 2" not in section
     runs = summary["sweeps"]["table2"]["cells"][0]["runs"]
     assert runs[0]["at_cap"] == {"cap": 6, "best_epoch": 6} and "at_cap" not in runs[1]
+    for seed in (1, 2):  # runs that recorded no cap: the section is left out, not "none ran to it"
+        result_path = tmp_path / "runs" / f"baseline-{seed}" / "result.json"
+        result = json.loads(result_path.read_text())
+        result_path.write_text(json.dumps({**result, "knobs": {"SEED": str(seed)}}))
+    build_results([{**sweep, "columns": [{"label": "baseline"}]}], cells[:2], {}, tmp_path / "out2", PROVENANCE)
+    assert "## Runs that ran to their epoch cap" not in (tmp_path / "out2" / "table2.md").read_text()
