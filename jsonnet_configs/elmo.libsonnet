@@ -148,8 +148,11 @@ local orDefault(value, default) = if value == '' then default else value;
     if std.length(all) > 0 then { regularizer: { regexes: all } } else {},
 
   // Trainer callbacks: the learned mix weights (Figure 2) when ELMo is on; W&B logging when WANDB=true; every
-  // run's per-example dev and test predictions for the significance tests (tasks/predictions.py).
-  callbacks: [{ type: 'unit_predictions' }] + (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
+  // run's per-example dev and test predictions for the significance tests (tasks/predictions.py); the random
+  // generators' states in every checkpoint, so that a resumed run goes on as if never stopped
+  // (tasks/checkpoint_loading.py).
+  callbacks: [{ type: 'unit_predictions' }, { type: 'random_state' }]
+             + (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
              + (if knob('WANDB') == 'true' then [$.wandb_callback] else []),
   // allennlp's wandb callback (works with WANDB_MODE=offline).
   wandb_callback: { type: 'wandb', summary_interval: 10, should_log_parameter_statistics: false },

@@ -27,7 +27,7 @@ import numpy as np
 
 from runner import stats
 from runner.execute import PREDICTIONS, load_result
-from runner.spec import epoch_cap, x_axis
+from runner.spec import ran_to_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
 IMPROVING_MIN_RISE = 0.5  # still_improving: and the rise fitted over those epochs, in metric points (%)
@@ -60,8 +60,7 @@ def still_improving(result: dict) -> bool:
         metrics = result.get("metrics") or {}
         best, last = metrics.get("best_epoch"), metrics.get("epoch")
         return isinstance(best, int) and isinstance(last, int) and best == last
-    cap = epoch_cap(result.get("knobs"))
-    if cap and len(curve) < cap:
+    if ran_to_cap(result) is False:
         return False  # stopped by patience before its cap
     if len(curve) < 3:
         return int(np.argmax(curve)) == len(curve) - 1

@@ -238,8 +238,8 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
     the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
     training code (TRAINING_CODE at a clean commit; committing results between sessions changes nothing): so that a
     run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch. allennlp restores the
-    weights, optimizer, learning-rate schedule, early-stopping state and the best model so far, and replays the data
-    order of the epochs done; the dropout masks after the restart differ from those of an uninterrupted run.
+    weights, optimizer, learning-rate schedule, early-stopping state and the best model so far; the random_state
+    callback (tasks/checkpoint_loading.py) the random generators, so the run goes on as if never stopped.
     ``started``: the attempt about to start (its commit, hardware, knobs, inputs)."""
     if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
         return [], None

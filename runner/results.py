@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result, repo_relative  # noqa: E402
-from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 # shown beside the task's metric (SQuAD: F1, and EM beside it, official v1.1 script; coref: the CoNLL average without
@@ -71,7 +71,7 @@ def read_run(run_dir: Path, split: str) -> dict:
         # a run that ran to its cap (patience never stopped it) is named in its table (at_cap_text)
         state["epoch_cap"] = cap = epoch_cap(result.get("knobs"))
         best = (result.get("metrics") or {}).get("best_epoch")
-        if cap and len(result.get("epochs") or []) >= cap:
+        if ran_to_cap(result):
             state["at_cap"] = {"cap": cap, "best_epoch": best + 1 if isinstance(best, int) else None}
         dev = result.get("dev")
         if isinstance(dev, (int, float)) and not isinstance(dev, bool):  # the same run on dev, beside a test table

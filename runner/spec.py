@@ -440,6 +440,13 @@ def epoch_cap(knobs: dict) -> Optional[int]:
     return int(cap) if cap.isdigit() else None
 
 
+def ran_to_cap(result: dict) -> Optional[bool]:
+    """Whether a finished run trained every epoch its cap allows (patience never stopped it); None where its result
+    recorded no cap."""
+    cap = epoch_cap(result.get("knobs"))
+    return None if cap is None else len(result.get("epochs") or []) >= cap
+
+
 def repo_path(value: str) -> Path:
     """A path as profiles and knobs give it: absolute, or relative to the repository (where runs start)."""
     return Path(value) if os.path.isabs(value) else REPO / value

@@ -11,6 +11,7 @@ check_environment()
 from tasks.checkpoint_loading import allow_numpy_scalars_in_checkpoints  # noqa: E402
 
 allow_numpy_scalars_in_checkpoints()  # allennlp train --recover under torch >= 2.6 (coref's numpy metrics)
+# (importing it also registers the random_state callback: a resumed run goes on with the random state of its checkpoint)
 
 # Shared task infrastructure and the task packages (registered AllenNLP components).
 from tasks import elmo_input_sized, lr_schedulers, spacy_blank_tokenizer, subsample, unpacked_rnn  # noqa: E402,F401

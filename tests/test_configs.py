@@ -82,7 +82,8 @@ def test_wandb_and_activation_cache_knobs(knobs):
     assert {"type": "wandb"} not in [{"type": c["type"]} for c in config_params("snli").as_dict()["trainer"]["callbacks"]]
     knobs(WANDB="true", ELMO="both", ELMO_CACHE="/tmp/activations")
     params = config_params("snli").as_dict()
-    assert [c["type"] for c in params["trainer"]["callbacks"]] == ["unit_predictions", "elmo_mix_weights", "wandb"]
+    assert [c["type"] for c in params["trainer"]["callbacks"]] == ["unit_predictions", "random_state", "elmo_mix_weights",
+                                                                   "wandb"]
     assert params["model"]["text_field_embedder"]["token_embedders"]["elmo_module"]["cache_dir"] == "/tmp/activations"
 
 
