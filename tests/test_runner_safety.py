@@ -783,9 +783,10 @@ def test_a_killed_run_goes_on_from_its_checkpoint(killed_and_resumed):
 
 
 def test_a_killed_and_resumed_run_trains_exactly_as_the_uninterrupted_one(killed_and_resumed):
-    """Its dropout masks after the restart are those of a run never stopped: torch's random state goes with each
-    checkpoint (tasks/checkpoint_loading.py RandomState). Before it, the losses of the epochs after the restart
-    differed (NER's dropout 0.5), and so did the model."""
+    """Its batches and dropout masks after the restart are those of a run never stopped: the random generators'
+    states go with each checkpoint (tasks/checkpoint_loading.py RandomState). Before it, the first epoch after the
+    restart saw other batches (the replay runs no validation, whose sampler draws python's generator) and other
+    dropout masks (NER's dropout 0.5): its losses, and all after, differed."""
     seen = killed_and_resumed
     assert seen["alone_returncode"] == 0 and seen["alone_dir"].name == seen["run_dir"].name
     assert json.loads((seen["alone_dir"] / "result.json").read_text())["attempts"] is None  # (one attempt)
