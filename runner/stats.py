@@ -15,6 +15,13 @@ Two views of a comparison between systems A and B (or any contrast Σ c_i · sys
   not means of per-example scores), averaged over the seeds; δ_b is the contrast on draw b. Two-sided p = share of
   draws with |δ_b − δ| ≥ |δ| (the bootstrap distribution shifted to the null, their Sec. 2), 95 % interval = the
   2.5/97.5 percentiles of δ_b. It measures the test sample's variance with the seeds' mean fixed.
+  **Under MIN_UNITS units** (LitBank's 10 test documents) the bootstrap's resamples cannot represent the test
+  distribution, and the view is the **paired randomization test** instead (``randomization_test``; Noreen 1989, Yeh
+  2000 Sec. 3, Riezler and Maxwell 2005): under the null each unit's outputs of A and B are exchangeable, so every
+  way of swapping them unit by unit (the same swap for every seed) is as likely as the one observed; the metric is
+  recomputed on each, and p = share of swaps with |δ_swap| ≥ |δ|. Exact over all 2^n swaps up to EXACT_UNITS units
+  (its smallest p is 2/2^n: 0.002 at 10 units), sampled above. It is exact at any n, but gives no interval, and it
+  needs a contrast of two systems (A − B), which every Table 1 claim is.
 
 Dror et al. (2018) ask that the test's assumptions fit the metric: accuracy, span F1, SQuAD's mean F1/EM and the
 CoNLL average are all covered by the bootstrap's recomputation; the t-test over seeds assumes roughly normal
@@ -27,12 +34,12 @@ per-seed differences, which 3 seeds cannot check.
   deterministic classifier, no seeds) the view over examples alone.
 - *contradicts*: the opposite direction, same standard.
 - *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; fewer
-  than MIN_UNITS units; runs archived without per-example predictions) and **any run in the comparison still improving when its epochs ran out** (at
+  than MIN_UNITS units in a contrast of more than two systems; runs archived without per-example predictions) and **any run in the comparison still improving when its epochs ran out** (at
   its cap, its dev score still rising over its last epochs: ``runner.claims.still_improving``; the comparison would
   measure where training stopped, not the systems).
 - An "≈" claim (the paper's "ELMo at 1 % ≈ the baseline at 10 %") supports when every required view's 95 % interval
   lies inside ± ``EQUIVALENCE_MARGIN`` points (two one-sided tests at 0.025 each), contradicts when every interval
-  lies wholly outside it.
+  lies wholly outside it; a view without an interval (the randomization test) leaves it not decidable.
 No correction for the number of claims is made; claims.md lists how many were tested.
 """
 import math
@@ -47,6 +54,7 @@ EQUIVALENCE_MARGIN = 1.0  # metric points (%): "about the same" for the Figure 1
 # Below this many units the bootstrap's resamples cannot represent the test distribution (with every unit favouring
 # A, every resample does too and p collapses to 1/(draws+1) whatever n is); the view is then unavailable.
 MIN_UNITS = 30
+EXACT_UNITS = 16  # randomization_test: all 2^n swaps up to here (65,536), BOOTSTRAP_DRAWS sampled swaps above
 
 
 def _f1(p_num, p_den, r_num, r_den):
@@ -118,7 +126,7 @@ def bootstrap_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTRAP_D
     if any(m.shape != matrices[0].shape for m in matrices):
         raise ValueError("bootstrap_test: every system's counts must cover the same units")
     if n < MIN_UNITS:
-        return {"view": "examples", "n": n, "unavailable": f"{n} units: the bootstrap needs at least {MIN_UNITS}"}
+        return randomization_test(metric, terms, draws, seed)
 
     def contrast(weights: Optional[np.ndarray]) -> np.ndarray:
         total = 0.0
@@ -141,6 +149,36 @@ def bootstrap_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTRAP_D
             "p": (extreme + 1) / (draws + 1)}
 
 
+def randomization_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> dict:
+    """Paired randomization test over units (this module's docstring) of a two-system contrast ``terms`` =
+    [(c, A's seed matrices), (−c, B's seed matrices)], seed k of A paired with seed k of B."""
+    terms = [(coefficient, [np.asarray(m, dtype=float) for m in seeds]) for coefficient, seeds in terms]
+    n = terms[0][1][0].shape[0]
+    if len(terms) != 2 or terms[0][0] != -terms[1][0] or len(terms[0][1]) != len(terms[1][1]):
+        return {"view": "examples", "n": n, "unavailable": f"{n} units: under {MIN_UNITS} the view is a randomization "
+                                                          "test, which needs a contrast of two systems"}
+    (coefficient, a_seeds), (_, b_seeds) = terms
+    if any(m.shape != a_seeds[0].shape for m in a_seeds + b_seeds):
+        raise ValueError("randomization_test: every system's counts must cover the same units")
+    exact = n <= EXACT_UNITS
+    if exact:  # row k swaps the units whose bit is set in k (row 0: none, the observed contrast)
+        swaps = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1).astype(float)
+    else:
+        swaps = np.random.default_rng(seed).integers(0, 2, size=(draws, n)).astype(float)
+    statistic = 0.0
+    for a, b in zip(a_seeds, b_seeds):
+        moved = swaps @ (b - a)  # what each swap moves from B's sums to A's
+        statistic = statistic + (metric_value(metric, a.sum(0) + moved) - metric_value(metric, b.sum(0) - moved))
+    statistic = coefficient * statistic / len(a_seeds)
+    observed = float(coefficient * np.mean([metric_value(metric, a.sum(0)) - metric_value(metric, b.sum(0))
+                                            for a, b in zip(a_seeds, b_seeds)]))
+    extreme = int(np.sum(np.abs(statistic) >= abs(observed) - 1e-9))
+    how = f"exact, all {2 ** n:,} swaps" if exact else f"{draws} sampled swaps"
+    return {"view": "examples", "test": f"paired randomization test over units, metric recomputed per swap ({how})",
+            "n": n, "diff": observed, "ci": None,
+            "p": extreme / 2 ** n if exact else (extreme + 1) / (draws + 1)}
+
+
 def verdict(direction: int, views: List[dict], required: Sequence[str], still_improving: Sequence[str] = (),
             kind: str = "better", margin: float = EQUIVALENCE_MARGIN) -> dict:
     """The rule of this module's docstring. ``direction``: +1 when the paper has the contrast above 0 (for
@@ -155,6 +193,8 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
         return {"verdict": "not decidable", "why": "; ".join(reasons)}
     used = [by_name[name] for name in required]
     if kind == "equivalent":
+        if any(v.get("ci") is None for v in used):
+            return {"verdict": "not decidable", "why": "a view without a 95 % interval (randomization test)"}
         if all(-margin < v["ci"][0] and v["ci"][1] < margin for v in used):
             return {"verdict": "supports", "why": f"every 95 % interval within ±{margin:g}"}
         if all(v["ci"][0] >= margin or v["ci"][1] <= -margin for v in used):

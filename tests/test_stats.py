@@ -26,10 +26,9 @@ def test_identical_systems_are_not_decidable_at_any_n(n):
     result = stats.verdict(1, views, BOTH)
     assert result["verdict"] == "not decidable"
     assert views[0]["diff"] == 0 and views[0]["p"] == 1.0
-    if n >= stats.MIN_UNITS:
-        assert views[1]["diff"] == 0 and views[1]["p"] == 1.0 and views[1]["ci"] == [0.0, 0.0]
-    else:
-        assert "unavailable" in views[1]
+    assert views[1]["diff"] == 0 and views[1]["p"] == 1.0
+    # under MIN_UNITS the view is the randomization test, which has no interval
+    assert views[1]["ci"] == ([0.0, 0.0] if n >= stats.MIN_UNITS else None)
 
 
 def test_a_system_better_on_every_example_supports_once_n_is_large_enough():
@@ -114,3 +113,84 @@ def test_equivalence_claim_needs_every_interval_inside_the_margin():
     assert stats.verdict(1, wide, BOTH, kind="equivalent")["verdict"] == "not decidable"
     apart = [dict(v, diff=-5, ci=[-7, -3]) for v in inside]
     assert stats.verdict(1, apart, BOTH, kind="equivalent")["verdict"] == "contradicts"
+
+
+def coref_documents(rng, n, better):
+    """n documents' CoNLL counts (MUC, B3, CEAF-e: P num/den, R num/den); ``better`` adds correct links to each."""
+    den = rng.integers(20, 60, size=(n, 1)).astype(float)
+    num = np.minimum(den, rng.integers(5, 40, size=(n, 1)) + better)
+    return np.hstack([np.hstack([num, den, num, den + 5])] * 3)
+
+
+@pytest.mark.parametrize("metric, seeds", [("conll_coref", 3), ("span_f1", 2), ("accuracy", 1)])
+def test_randomization_test_under_min_units_matches_scipy_exact_permutation_test(metric, seeds):
+    """Under MIN_UNITS units the view over examples is the exact paired randomization test: against
+    scipy.stats.permutation_test (permutation_type="samples": each unit's A and B outputs swapped, all 2^n ways),
+    whose statistic recomputes the metric from summed counts, averaged over the seeds that share each swap."""
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(seeds)
+    n = 9
+    if metric == "conll_coref":
+        a = [coref_documents(rng, n, 3) for _ in range(seeds)]
+        b = [coref_documents(rng, n, 0) for _ in range(seeds)]
+    elif metric == "span_f1":
+        a = [rng.integers(0, 6, size=(n, 3)).astype(float) for _ in range(seeds)]
+        b = [rng.integers(0, 6, size=(n, 3)).astype(float) for _ in range(seeds)]
+    else:
+        a = [accuracy_units(rng.random(n) < 0.8)]
+        b = [accuracy_units(rng.random(n) < 0.4)]
+    both = [np.vstack([x, y]) for x, y in zip(a, b)]  # rows 0..n-1: A's units, n..2n-1: B's
+
+    def contrast(x, y):  # x, y: row numbers into ``both``
+        return np.mean([stats.metric_value(metric, m[x].sum(0)) - stats.metric_value(metric, m[y].sum(0))
+                        for m in both])
+
+    reference = scipy_stats.permutation_test((np.arange(n), np.arange(n, 2 * n)), contrast, vectorized=False,
+                                             permutation_type="samples", n_resamples=np.inf)
+    view = stats.bootstrap_test(metric, [(1, a), (-1, b)])
+    assert view["test"].startswith("paired randomization test") and view["ci"] is None and view["n"] == n
+    assert view["diff"] == pytest.approx(reference.statistic)
+    assert view["p"] == pytest.approx(reference.pvalue)
+    assert view["diff"] != 0 and view["p"] < 1  # a case that tests something
+
+
+def test_ten_documents_all_better_support_the_claim_and_sampled_swaps_agree_with_exact():
+    """LitBank's 10 test documents: with ELMo better on every document in every seed, the exact randomization
+    test gives p = 2/2^10 and, with a clear seed view, the claim is decided (before, under 30 units the view was
+    missing and a coref claim could never be decided). Above EXACT_UNITS the swaps are sampled: same p within noise."""
+    rng = np.random.default_rng(10)
+    b = [coref_documents(rng, 10, 0) for _ in range(3)]
+    a = [m.copy() for m in b]
+    for m in a:
+        m[:, 0::2] += 4  # more correct links (numerators) in every document: every unit favours A
+    views = views_for(a, b, metric="conll_coref")
+    assert views[1]["p"] == pytest.approx(2 / 2 ** 10)
+    seeds = {"view": "seeds", "diff": views[1]["diff"], "ci": [0.5, 3.0], "p": 0.01}
+    assert stats.verdict(1, [seeds, views[1]], BOTH)["verdict"] == "supports"
+    assert stats.verdict(1, [seeds, views_for(b, a, "conll_coref")[1]], BOTH)["verdict"] == "not decidable"
+    # sampled swaps on a mixed case: 20 documents, half better, half worse
+    mixed_a = [coref_documents(rng, 20, 2) for _ in range(2)]
+    mixed_b = [coref_documents(rng, 20, 0) for _ in range(2)]
+    exact = stats.randomization_test("conll_coref", [(1, mixed_a), (-1, mixed_b)])
+    assert "all 1,048,576 swaps" in exact["test"] if stats.EXACT_UNITS >= 20 else "sampled" in exact["test"]
+    import runner.stats as module
+    full = module.EXACT_UNITS
+    try:
+        module.EXACT_UNITS = 20
+        truth = stats.randomization_test("conll_coref", [(1, mixed_a), (-1, mixed_b)])
+    finally:
+        module.EXACT_UNITS = full
+    assert "all 1,048,576 swaps" in truth["test"] and 0.001 < truth["p"] < 0.999
+    assert abs(exact["p"] - truth["p"]) < 4 * (truth["p"] * (1 - truth["p"]) / stats.BOOTSTRAP_DRAWS) ** 0.5 + 1e-3
+
+
+def test_randomization_test_needs_a_two_system_contrast_and_gives_no_interval_for_equivalence():
+    rng = np.random.default_rng(3)
+    systems = [[coref_documents(rng, 10, k)] for k in range(4)]
+    gains = stats.bootstrap_test("conll_coref", [(1, systems[0]), (-1, systems[1]), (-1, systems[2]), (1, systems[3])])
+    assert gains.get("p") is None and "two systems" in gains["unavailable"]
+    view = stats.bootstrap_test("conll_coref", [(1, systems[3]), (-1, systems[0])])
+    seeds = {"view": "seeds", "diff": view["diff"], "ci": [-0.1, 0.1], "p": 0.9}
+    equivalent = stats.verdict(1, [seeds, view], BOTH, kind="equivalent")
+    assert equivalent["verdict"] == "not decidable" and "interval" in equivalent["why"]
