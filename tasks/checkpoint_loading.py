@@ -1,5 +1,6 @@
 """What a training cut off after a checkpoint needs to go on as if it had never stopped (``allennlp train --recover``,
-the runner's resumed runs): checkpoints that read back under torch >= 2.6, and the random state of torch in them.
+the runner's resumed runs): checkpoints that read back under torch >= 2.6, and python's, numpy's and torch's random
+states in them.
 
 Reading back:
 
@@ -28,6 +29,8 @@ import numpy
 import torch
 from allennlp.training.callbacks import TrainerCallback
 
+logger = logging.getLogger(__name__)
+
 # a pickled numpy number: scalar(dtype, bytes); its dtype pickles as numpy.dtype plus its class (numpy.dtypes.*DType)
 NUMBERS = (numpy.bool_, numpy.int32, numpy.int64, numpy.float16, numpy.float32, numpy.float64)
 NUMPY_SCALAR_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype] + [type(numpy.dtype(n)) for n in NUMBERS]
@@ -35,9 +38,6 @@ NUMPY_SCALAR_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype] + [type(nump
 
 def allow_numpy_scalars_in_checkpoints() -> None:
     torch.serialization.add_safe_globals(NUMPY_SCALAR_GLOBALS)
-
-
-logger = logging.getLogger(__name__)
 
 
 @TrainerCallback.register("random_state")
