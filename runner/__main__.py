@@ -25,8 +25,8 @@ from runner.execute import (PREDICTIONS, git_commit, hardware, keep_predictions_
                             under_way, write_json)
 from runner.inputs import Checksums
 from runner.probe_runs import check_finished_probes, execute_probe, missing_probe_inputs, plan_probes
-from runner.spec import (REPO, SWEEP_KINDS, Cell, SpecError, bilm_outputs, check_only, expand_cells, load_profile,
-                         load_sweeps, missing_inputs, repo_path, unique_runs)
+from runner.spec import (REPO, SWEEP_KINDS, Cell, Run, SpecError, bilm_outputs, check_only, expand_cells,
+                         load_profile, load_sweeps, missing_inputs, patience_twin, repo_path, unique_runs)
 
 LEFT_OUT = "left out of the tables until trained again"  # what --build-only --redo-stale does with a stale run
 
@@ -466,6 +466,7 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
             restored += 1
     if restored:
         print(f"restored {restored} finished runs from {archive_dir}", flush=True)
+    restore_patience_twins(runs, run_dir, archive_dir)
 
     def archive(directory: Path) -> None:
         result, _ = load_result(directory / "result.json")
@@ -485,6 +486,39 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
                   f"keep_predictions)", flush=True)
             archive(run_dir[run])
     return archive
+
+
+def restore_patience_twins(runs, run_dir, archive_dir: Path) -> None:
+    """A run not archived under its own id whose training is archived under another epoch cap (runner/spec.py
+    patience_twin: patience stopped it before either cap) gets that result, its knobs saying the new cap and its
+    ``same_training_as`` the archived run; the archive then keeps it under its own id too (the caller's loop)."""
+    by_task, answered = {}, []
+    for run in (r for r in runs if isinstance(r, Run)):  # task runs, not probes
+        task_dir = archive_dir / run_dir[run].parent.name
+        target = run_dir[run] / "result.json"
+        if target.is_file() or (task_dir / f"{run.run_id}.json").is_file():
+            continue
+        if task_dir not in by_task:
+            by_task[task_dir] = [dict(r, run_id=r.get("run_id") or p.stem)
+                                 for p, r in ((p, load_result(p)[0]) for p in sorted(task_dir.glob("*.json"))) if r]
+        twin = patience_twin(run, by_task[task_dir])
+        if twin is None:
+            continue
+        result = dict(twin, run_id=run.run_id, knobs={**twin["knobs"], "NUM_EPOCHS": run.knob_dict["NUM_EPOCHS"]},
+                      same_training_as={"run_id": twin["run_id"], "NUM_EPOCHS": twin["knobs"]["NUM_EPOCHS"],
+                                        "epochs": len(twin["epochs"]),
+                                        "why": "patience stopped it before either cap (runner/spec.py patience_twin)"})
+        if set_aside(result, target.with_name("result.stale.json")):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        predictions = task_dir / f"{twin['run_id']}.{PREDICTIONS}"
+        if predictions.is_file():
+            shutil.copyfile(predictions, target.with_name(PREDICTIONS))
+        write_json(target, result)
+        answered.append(f"{run.run_id} <- {twin['run_id']}")
+    if answered:
+        print(f"{len(answered)} run(s) answered by their training under another epoch cap, which patience ended "
+              f"before either cap: {', '.join(answered)}", flush=True)
 
 
 def set_aside(archived: dict, stale: Path) -> bool:

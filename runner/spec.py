@@ -447,6 +447,30 @@ def ran_to_cap(result: dict) -> Optional[bool]:
     return None if cap is None else len(result.get("epochs") or []) >= cap
 
 
+def cap_free_id(task: str, knobs: dict) -> str:
+    """The identity of a training apart from its epoch cap: runs equal here differ in NUM_EPOCHS alone."""
+    return Run(task, tuple(sorted({**knobs, "NUM_EPOCHS": "*"}.items()))).run_id
+
+
+def patience_twin(run: Run, archived: List[dict]) -> Optional[dict]:
+    """An archived result that is ``run``'s training under another epoch cap: same task and every other knob, and
+    patience stopped it after k epochs, under its own cap, with k no more than ``run``'s cap. Every config's
+    NUM_EPOCHS sets the trainer's num_epochs and nothing else (jsonnet_configs/elmo.libsonnet ``trainer``), and no
+    config's learning-rate schedule reads it (reduce_on_plateau, staircase_exponential or none), so under any cap of
+    at least k the training is the same, epoch for epoch. A raised cap then retrains only the runs that ran to the old
+    one (the small profile's SNLI: 20 -> 40, docs/small_scale.md)."""
+    cap = epoch_cap(run.knob_dict)
+    if cap is None:
+        return None
+    key = cap_free_id(run.task, run.knob_dict)
+    for result in archived:
+        epochs = len(result.get("epochs") or [])
+        if (result.get("task") == run.task and ran_to_cap(result) is False and 0 < epochs <= cap
+                and cap_free_id(run.task, result.get("knobs") or {}) == key):
+            return result
+    return None
+
+
 def repo_path(value: str) -> Path:
     """A path as profiles and knobs give it: absolute, or relative to the repository (where runs start)."""
     return Path(value) if os.path.isabs(value) else REPO / value

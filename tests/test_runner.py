@@ -595,3 +595,61 @@ def test_predictions_of_a_batch_wide_layer_norm_are_kept_with_the_difference(tmp
     result = json.loads((run_dir / "result.json").read_text())
     assert ("kept_later" in result["predictions"]) == kept and (run_dir / PREDICTIONS).is_file() == kept
     assert not keep_predictions_again(run_dir)  # once is enough
+
+
+def test_a_raised_epoch_cap_retrains_only_the_runs_that_ran_to_the_old_one(tmp_path):
+    """runner/spec.py patience_twin: a run archived under another NUM_EPOCHS, which patience stopped before its cap,
+    answers for the same run under a cap at least as high (the same training, epoch for epoch); a run that ran to its
+    old cap is trained again. Here the cap-1 baseline is rewritten as if patience had stopped it after 1 of 2 epochs;
+    under a cap of 3 it is restored as finished, with its knobs saying 3 and `same_training_as` the archived run, and
+    only the ELMo run (which ran to its cap of 1) is left to train."""
+    profile = {**PROFILE, "archive_runs": True}
+    first = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    archived = {json.loads(p.read_text())["knobs"]["ELMO"]: p for p in (tmp_path / "results" / "runs").glob("ner/*.json")}
+    baseline = json.loads(archived["none"].read_text())
+    assert baseline["knobs"]["NUM_EPOCHS"] == "1" and len(baseline["epochs"]) == 1
+    archived["none"].write_text(json.dumps(dict(baseline, knobs={**baseline["knobs"], "NUM_EPOCHS": "2"})))
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs")
+    raised = {**profile, "knobs": {**profile["knobs"], "NUM_EPOCHS": "3"}}
+    second = subprocess.run(runner_command(tmp_path, raised, "--build-only"), cwd=REPO, env=runner_env(tmp_path),
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "1 run(s) answered by their training under another epoch cap" in second.stdout, second.stdout
+    restored = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("ner/*/result.json")]
+    assert len(restored) == 1, "the ELMo run ran to its cap of 1: a cap of 3 must train it again"
+    (result,) = restored
+    assert result["knobs"]["NUM_EPOCHS"] == "3" and result["knobs"]["ELMO"] == "none"
+    assert result["same_training_as"]["run_id"] == baseline["run_id"] != result["run_id"]
+    assert result["same_training_as"]["NUM_EPOCHS"] == "2" and result["dev"] == baseline["dev"]
+    assert (tmp_path / "runs" / "ner" / result["run_id"] / "predictions.json.gz").is_file()
+    # and it is archived under its own id, so a later fresh clone restores it directly
+    assert (tmp_path / "results" / "runs" / "ner" / f"{result['run_id']}.json").is_file()
+    table = (tmp_path / "results" / "table1.md").read_text()
+    assert "missing" in table.lower() or "—" in table  # the ELMo column waits for its run
+
+
+def test_patience_ends_a_training_the_same_under_any_higher_cap(tmp_path):
+    """The premise of patience_twin, on a real training: tiny SNLI (patience 5, reduce-on-plateau, as the small
+    profile's) under caps of 12 and 20 trains the same epochs, losses equal to the bit, and patience ends both
+    before the lower cap."""
+    curves = []
+    for cap in ("12", "20"):
+        profile = {"name": "t", "sweeps": ["table1"], "tasks": ["snli"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": cap},
+                   "sweep_overrides": {"table1": {"seeds": {"default": 1},
+                                                  "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}]}}}
+        out = tmp_path / cap
+        out.mkdir()
+        done = subprocess.run(runner_command(out, profile), cwd=REPO, env=runner_env(out), capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        (model,) = list((out / "runs").glob("snli/*/model"))
+        epochs = sorted(model.glob("metrics_epoch_*.json"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+        curves.append([{k: v for k, v in json.loads(p.read_text()).items() if k.startswith(("training_", "validation_"))
+                        and not k.endswith(("duration", "memory_MB", "_mem_MB", "_start", "_end"))} for p in epochs])
+    assert 0 < len(curves[0]) < 12, "patience must end the training before the lower cap for this test to mean anything"
+    assert curves[0] == curves[1]
+    assert all("training_loss" in epoch and "validation_loss" in epoch for epoch in curves[0])
