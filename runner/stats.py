@@ -52,7 +52,7 @@ ALPHA = 0.05
 BOOTSTRAP_DRAWS = 5000  # p resolution 1/5001, well below ALPHA; Koehn (2004) used 1,000
 EQUIVALENCE_MARGIN = 1.0  # metric points (%): "about the same" for the Figure 1 "≈" claim
 # Below this many units the bootstrap's resamples cannot represent the test distribution (with every unit favouring
-# A, every resample does too and p collapses to 1/(draws+1) whatever n is); the view is then unavailable.
+# A, every resample does too and p collapses to 1/(draws+1) whatever n is); randomization_test takes over there.
 MIN_UNITS = 30
 EXACT_UNITS = 16  # randomization_test: all 2^n swaps up to here (65,536), BOOTSTRAP_DRAWS sampled swaps above
 
