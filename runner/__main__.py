@@ -396,7 +396,9 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
     from runner.bilm import prepare_bilm
     from runner.vectors import prepare_vectors
 
-    inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)
+    # Before the vectors are made, runs that read other bytes at their path (a fresh machine's archive: runs of two
+    # machines) cannot be told apart: the check after the vectors stage (write_inputs, run_stages) settles them.
+    inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale, mixed=not vectors)
     todo = [r for r in baselines if r not in finished]
     if not todo:
         prepare_bilm(profile, task_knobs, parallel, "cpu")
@@ -571,13 +573,13 @@ def lock_dir(directory: Path, what: str, flag: str) -> str:
     return ""
 
 
-def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: bool = False):
+def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: bool = False, mixed: bool = True):
     """(inputs of each run, the runs that are finished and current). A result.json that is empty or cut short is
     not finished (warning naming it; redone). A finished run whose input files changed since is *stale*: the
     runner stops and lists them (a silently redone run could throw away days of GPU time over an innocent change,
     a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
     result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
-    warning says how many."""
+    warning says how many. ``mixed``: refuse runs that read different bytes at one path (_check_same_bytes)."""
     from runner.inputs import Checksums, input_paths, run_inputs, settle_stale, stale_inputs
 
     checksums = Checksums(runs_dir / ".checksums.json")
@@ -607,7 +609,8 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
               f"read; their data and weights cannot be checked", file=sys.stderr)
     settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale, "runs", "train",
                  LEFT_OUT if build_only else "runs again")
-    _check_same_bytes(read)
+    if mixed:
+        _check_same_bytes(read)
     return inputs, finished
 
 
