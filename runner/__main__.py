@@ -400,7 +400,7 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
     # machines) cannot be told apart: the check after the vectors stage (write_inputs, run_stages) settles them.
     inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale, mixed=not vectors)
     todo = [r for r in baselines if r not in finished]
-    if not todo:
+    if not todo and not vectors:
         prepare_bilm(profile, task_knobs, parallel, "cpu")
         return
     print(f"biLM stages run beside {'the word vectors and ' if vectors else ''}{len(todo)} baseline runs; stage "

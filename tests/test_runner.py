@@ -322,6 +322,40 @@ def test_failed_word_vectors_start_no_baseline_and_stop_the_pretraining(tmp_path
     assert subprocess.run(["pgrep", "-f", f"elmo_module pretrain.*{marker}"], capture_output=True).returncode == 1
 
 
+def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_path):
+    """The small profile, 2026-11-27: a fresh machine (no artifacts/, no runs/) restored an archive holding runs of a
+    first machine (stale on the second) beside the second's; the runner stopped before making the word vectors
+    ("finished runs read different files at the same path"), so the profile could not go on from a fresh clone.
+    Now the vectors are made first; the runs whose recorded checksum is not theirs train again (--redo-stale), the
+    others are kept."""
+    import hashlib
+
+    profile = {**_vectors_profile(tmp_path, 4000, tmp_path / "train.txt"), "archive_runs": True,
+               "sweep_overrides": {"table1": {"seeds": {"default": 2}}}}
+    first = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    archive = {(r["knobs"]["ELMO"], r["seed"]): (p, r) for p in (tmp_path / "results" / "runs" / "ner").glob("*.json")
+               for r in [json.loads(p.read_text())]}
+    assert len(archive) == 4, sorted(archive)
+    (other, other_result), (kept, kept_result) = archive[("none", 1)], archive[("none", 2)]
+    other.write_text(json.dumps({**other_result, "inputs": {**other_result["inputs"], "GLOVE_PATH": "f" * 64}}))
+    archive[("input", 2)][0].unlink()  # an ELMo run still to do: the biLM stages run again
+    for made_here in ("runs", "vectors", "bilm", "bilm-ner"):  # a fresh machine: none of them in git
+        shutil.rmtree(tmp_path / made_here)
+
+    again = subprocess.run(runner_command(tmp_path, profile, "--redo-stale"), cwd=REPO, env=runner_env(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    vectors = hashlib.sha256((tmp_path / "vectors" / "vectors.50d.lowercase.txt").read_bytes()).hexdigest()
+    assert vectors == kept_result["inputs"]["GLOVE_PATH"]  # the same recipe on one CPU: the same bytes
+    assert f"stale, runs again: {tmp_path / 'runs' / 'ner' / other_result['run_id']} (GLOVE_PATH" in again.stdout
+    remade = json.loads((tmp_path / "runs" / "ner" / other_result["run_id"] / "result.json").read_text())
+    assert remade["inputs"]["GLOVE_PATH"] == vectors and remade["made"] != other_result["made"]
+    assert json.loads((tmp_path / "runs" / "ner" / kept_result["run_id"] / "result.json").read_text()) == kept_result
+    assert (tmp_path / "runs" / "ner" / archive[("input", 2)][1]["run_id"] / "result.json").is_file()
+
+
 def test_ctrl_c_while_baselines_train_beside_the_pretraining_stops_both(tmp_path):
     profile = _bilm_profile(tmp_path, 10_000_000)  # would pretrain for hours
     process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
