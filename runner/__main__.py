@@ -400,15 +400,21 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
     # machines) cannot be told apart: the check after the vectors stage (write_inputs, run_stages) settles them.
     inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale, mixed=not vectors)
     todo = [r for r in baselines if r not in finished]
+    # The finished ones are checked against the vectors once they are made; those found stale then (with
+    # --redo-stale: an earlier machine's runs) train in this slot too, not after the hours of pretraining.
+    unchecked, stale = ([r for r in baselines if r in finished] if vectors else []), set()
     if not todo and not vectors:
         prepare_bilm(profile, task_knobs, parallel, "cpu")
         return
-    print(f"biLM stages run beside {'the word vectors and ' if vectors else ''}{len(todo)} baseline runs; stage "
-          "progress is in the logs named below", flush=True)
+    print(f"biLM stages run beside {'the word vectors and ' if vectors else ''}{len(todo)} baseline runs"
+          f"{f' (and those of {len(unchecked)} finished ones that the vectors show stale)' if unchecked else ''}; "
+          "stage progress is in the logs named below", flush=True)
 
     def write_inputs():  # what each baseline reads, its word vectors' checksum included (so only once they exist)
-        now = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale)[0] if vectors else inputs
-        for run in todo:
+        now, current = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale) if vectors else (
+            inputs, finished)
+        stale.update(r for r in unchecked if r not in current)
+        for run in todo + sorted(stale, key=unchecked.index):
             run_dir[run].mkdir(parents=True, exist_ok=True)
             write_json(run_dir[run] / "inputs.json", now[run])
 
@@ -437,10 +443,10 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
         vectors_made.wait()
         return bool(vectors_ok)
 
-    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo]
-    if vectors:
-        for job in baseline_jobs:
-            job["after"] = after_vectors
+    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo + unchecked]
+    for run, job in zip(todo + unchecked, baseline_jobs):
+        if vectors:  # an unchecked run that the vectors leave current does not start (status 'interrupted': silent)
+            job["after"] = after_vectors if run in todo else (lambda run=run: after_vectors() and run in stale)
     threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
     execute(jobs + baseline_jobs, args, parallel, (), threads, archive=archive)  # the stages first: they start at once
 

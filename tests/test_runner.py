@@ -326,8 +326,8 @@ def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_pat
     """The small profile, 2026-11-27: a fresh machine (no artifacts/, no runs/) restored an archive holding runs of a
     first machine (stale on the second) beside the second's; the runner stopped before making the word vectors
     ("finished runs read different files at the same path"), so the profile could not go on from a fresh clone.
-    Now the vectors are made first; the runs whose recorded checksum is not theirs train again (--redo-stale), the
-    others are kept."""
+    Now the vectors are made first; the runs whose recorded checksum is not theirs train again (--redo-stale), beside
+    the pretraining as the baselines still to do, the others are kept."""
     import hashlib
 
     profile = {**_vectors_profile(tmp_path, 4000, tmp_path / "train.txt"), "archive_runs": True,
@@ -350,6 +350,8 @@ def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_pat
     vectors = hashlib.sha256((tmp_path / "vectors" / "vectors.50d.lowercase.txt").read_bytes()).hexdigest()
     assert vectors == kept_result["inputs"]["GLOVE_PATH"]  # the same recipe on one CPU: the same bytes
     assert f"stale, runs again: {tmp_path / 'runs' / 'ner' / other_result['run_id']} (GLOVE_PATH" in again.stdout
+    # ... trained beside the biLM stages (with the vectors' core), not after them: only the ELMo run is left then
+    assert "4 runs in 1 sweeps, 3 already finished, 1 to do" in again.stdout, again.stdout
     remade = json.loads((tmp_path / "runs" / "ner" / other_result["run_id"] / "result.json").read_text())
     assert remade["inputs"]["GLOVE_PATH"] == vectors and remade["made"] != other_result["made"]
     assert json.loads((tmp_path / "runs" / "ner" / kept_result["run_id"] / "result.json").read_text()) == kept_result
