@@ -443,9 +443,10 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
         vectors_made.wait()
         return bool(vectors_ok)
 
-    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in todo + unchecked]
-    for run, job in zip(todo + unchecked, baseline_jobs):
-        if vectors:  # an unchecked run that the vectors leave current does not start (status 'interrupted': silent)
+    candidates = todo + unchecked
+    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in candidates]
+    if vectors:  # an unchecked run that the vectors leave current does not start (status 'interrupted': silent)
+        for run, job in zip(candidates, baseline_jobs):
             job["after"] = after_vectors if run in todo else (lambda run=run: after_vectors() and run in stale)
     threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
     execute(jobs + baseline_jobs, args, parallel, (), threads, archive=archive)  # the stages first: they start at once
@@ -466,11 +467,7 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
         copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
         archived = load_result(copy)[0] if copy.is_file() and not target.is_file() else None
         if archived is not None and not set_aside(archived, target.with_name("result.stale.json")):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            predictions = copy.with_name(f"{run.run_id}.{PREDICTIONS}")  # before result.json: finished = complete
-            if predictions.is_file():
-                shutil.copyfile(predictions, target.with_name(PREDICTIONS))
-            write_json(target, archived)
+            put_back(archived, copy.with_name(f"{run.run_id}.{PREDICTIONS}"), target)
             restored += 1
     if restored:
         print(f"restored {restored} finished runs from {archive_dir}", flush=True)
@@ -518,15 +515,20 @@ def restore_patience_twins(runs, run_dir, archive_dir: Path) -> None:
                                         "why": "patience stopped it before either cap (runner/spec.py patience_twin)"})
         if set_aside(result, target.with_name("result.stale.json")):
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        predictions = task_dir / f"{twin['run_id']}.{PREDICTIONS}"
-        if predictions.is_file():
-            shutil.copyfile(predictions, target.with_name(PREDICTIONS))
-        write_json(target, result)
+        put_back(result, task_dir / f"{twin['run_id']}.{PREDICTIONS}", target)
         answered.append(f"{run.run_id} <- {twin['run_id']}")
     if answered:
         print(f"{len(answered)} run(s) answered by their training under another epoch cap, which patience ended "
               f"before either cap: {', '.join(answered)}", flush=True)
+
+
+def put_back(result: dict, predictions: Path, target: Path) -> None:
+    """An archived result into the runs directory as ``target`` (result.json), its predictions (if archived) first:
+    a run with a result.json is finished, so it must be complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if predictions.is_file():
+        shutil.copyfile(predictions, target.with_name(PREDICTIONS))
+    write_json(target, result)
 
 
 def set_aside(archived: dict, stale: Path) -> bool:

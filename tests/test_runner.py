@@ -647,8 +647,6 @@ def test_a_raised_epoch_cap_retrains_only_the_runs_that_ran_to_the_old_one(tmp_p
     baseline = json.loads(archived["none"].read_text())
     assert baseline["knobs"]["NUM_EPOCHS"] == "1" and len(baseline["epochs"]) == 1
     archived["none"].write_text(json.dumps(dict(baseline, knobs={**baseline["knobs"], "NUM_EPOCHS": "2"})))
-    import shutil
-
     shutil.rmtree(tmp_path / "runs")
     raised = {**profile, "knobs": {**profile["knobs"], "NUM_EPOCHS": "3"}}
     second = subprocess.run(runner_command(tmp_path, raised, "--build-only"), cwd=REPO, env=runner_env(tmp_path),
