@@ -591,7 +591,7 @@ def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
     plan = runner_main.make_plan(runner_main.parse_args(["--profile", "small"]))
     plan = replace(plan, profile={**plan.profile, "run_order": run_order})
     runs = runner_main.wanted_runs(plan, Namespace(baselines_only=False))
-    assert len(runs) == len(set(runs)) == 117
+    assert len(runs) == len(set(runs)) == 125
     first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
     if run_order == "sweeps":
         assert set(first) == table1
