@@ -377,6 +377,11 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
 
         write_report(profile, results_dir, provenance_lines(provenance))
     build_results(plan.sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
+    if profile.get("archive_runs"):  # a profile made over many sessions says what its runs cost (issue 21)
+        from runner.results import cost_markdown, provenance_lines, write_atomic
+
+        write_atomic(results_dir / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),
+                                                            provenance_lines(provenance), profile.get("tasks")))
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
     return 1 if crashed else 0

@@ -223,6 +223,54 @@ def runs_made(results: list) -> str:
     return "; ".join(lines) or "none finished"
 
 
+def _training_data(knobs: dict) -> tuple:
+    """(share of the task's training file, its text): "all", or e.g. "3.6 %, epochs of 80 batches"."""
+    fraction = float(knobs.get("TRAIN_FRACTION") or 1)
+    batches = knobs.get("BATCHES_PER_EPOCH")
+    return fraction, ("all" if fraction == 1.0 else f"{100 * fraction:.2g} %" +
+                      (f", epochs of {batches} batches" if batches else ""))
+
+
+def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[list] = None) -> str:
+    """cost.md of a multi-session profile: what its finished runs cost, by task, baseline or ELMo and share of the
+    training set (each run's wall time counts its attempts across sessions up to the checkpoint the next one went on
+    from: runner/execute.py), and the wall time that makes at ``parallel`` runs at a time. The stages before the runs
+    are timed in vectors.md and bilm.md."""
+    unfinished = sum(1 for r in results if not r)
+    results = [r for r in results if r and r.get("wall_time_s")]
+    order = {t: i for i, t in enumerate(tasks or [])}
+    groups = {}
+    for r in results:
+        knobs = r.get("knobs") or {}
+        key = (r.get("task"), knobs.get("ELMO", "none") != "none", *_training_data(knobs))
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for (task, elmo, fraction, data), runs in sorted(
+            groups.items(), key=lambda g: (order.get(g[0][0], len(order)), g[0][0], g[0][1], -g[0][2], g[0][3])):
+        model = "ELMo" if elmo else "baseline"
+        minutes = [r["wall_time_s"] / 60 for r in runs]
+        epochs = [len(r.get("epochs") or []) for r in runs]
+        per_epoch = [m / e for m, e in zip(minutes, epochs) if e]
+        rows.append(f"| {task} | {model} | {data} | {len(runs)} | {statistics.median(epochs):g} ({min(epochs)}–"
+                    f"{max(epochs)}) | {statistics.median(per_epoch) if per_epoch else float('nan'):.2f} | "
+                    f"{statistics.median(minutes):.0f} ({min(minutes):.0f}–{max(minutes):.0f}) | "
+                    f"{sum(minutes) / 60:.1f} |")
+    hours = sum(r["wall_time_s"] for r in results) / 3600
+    machines = sorted({(r.get("made") or {}).get("hardware") or "a machine not recorded" for r in results})
+    lines = ["# What the runs cost", ""] + header + [""]
+    lines += ["| task | model | training data (of the task's file) | runs | epochs run, median (range) | minutes per epoch, median | "
+              "minutes per run, median (range) | hours in all |", "|" + "---|" * 8] + rows
+    lines += ["", f"{len(results)} finished runs, **{hours:.1f} h** of training in all; at {parallel} at a time "
+              f"about **{hours / max(parallel, 1):.1f} h** of wall time"
+              f"{f'; {unfinished} planned runs not finished yet' if unfinished else ''}. Made on: "
+              f"{'; '.join(machines)}.", "",
+              "A run's minutes count its attempts across sessions up to the checkpoint each next attempt went on from "
+              "(runner/execute.py), with its dev pass per epoch and its test pass; a run that another machine made "
+              "took the time it took there. The stages before the runs (word vectors, the biLM's pretraining and "
+              "fine-tunings) are timed in vectors.md and bilm.md."]
+    return "\n".join(lines) + "\n"
+
+
 def provenance_lines(provenance: dict) -> list:
     """The header block of every markdown file; nested dicts (e.g. data paths per task) as sub-items."""
     def flat(value):

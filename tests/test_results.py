@@ -308,6 +308,29 @@ def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
     assert runs_made([None]) == "none finished"
 
 
+def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
+    """cost.md (issue 21: "say the real wall time"): per task, baseline or ELMo and share of the training file, the
+    median and range of minutes and epochs; the total hours and the wall time at the profile's parallelism."""
+    from runner.results import cost_markdown
+
+    def run(task, elmo, minutes, epochs, fraction=None):
+        knobs = {"ELMO": elmo, **({"TRAIN_FRACTION": fraction, "BATCHES_PER_EPOCH": "80"} if fraction else {})}
+        return {"task": task, "knobs": knobs, "wall_time_s": minutes * 60, "epochs": [{}] * epochs,
+                "made": {"hardware": "2 CPU cores"}}
+
+    results = [run("snli", "none", 10, 20), run("srl", "input", 30, 40), run("srl", "none", 20, 40),
+               run("srl", "none", 40, 20), run("srl", "none", 60, 40), run("srl", "none", 6, 30, "0.035989"), None]
+    text = cost_markdown(results, 2, ["- **profile**: p"], ["srl", "snli"])
+    rows = [line for line in text.splitlines() if line.startswith("| srl") or line.startswith("| snli")]
+    assert rows == ["| srl | baseline | all | 3 | 40 (20–40) | 1.50 | 40 (20–60) | 2.0 |",
+                    "| srl | baseline | 3.6 %, epochs of 80 batches | 1 | 30 (30–30) | 0.20 | 6 (6–6) | 0.1 |",
+                    "| srl | ELMo | all | 1 | 40 (40–40) | 0.75 | 30 (30–30) | 0.5 |",
+                    "| snli | baseline | all | 1 | 20 (20–20) | 0.50 | 10 (10–10) | 0.2 |"]
+    assert ("6 finished runs, **2.8 h** of training in all; at 2 at a time about **1.4 h** of wall time; 1 planned "
+            "runs not finished yet. Made on: 2 CPU cores.") in text
+    assert "- **profile**: p" in text
+
+
 def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
     """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
     outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (issue 26: results portable)."""
