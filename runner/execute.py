@@ -189,12 +189,41 @@ ATTEMPTS = "attempts.json"  # beside log.txt: each start of an unfinished run (_
 TRAINING_CODE = ("elmo_module", "tasks", "jsonnet_configs")  # what an allennlp training of ours imports and reads
 
 
+def training_code_changed(repo: Path = REPO) -> bool:
+    """Whether the code a training reads (TRAINING_CODE) differs from HEAD: a tracked change or a file git does not
+    know yet. An edit elsewhere (a README, the runner) makes git_commit() "+changes" but leaves this False."""
+    try:
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *TRAINING_CODE], cwd=repo,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
+        untracked = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--",
+                                             *TRAINING_CODE], cwd=repo, text=True, stderr=subprocess.DEVNULL).strip()
+        return changed or bool(untracked)
+    except (OSError, subprocess.CalledProcessError):
+        return True
+
+
 def _same_training_code(commit_a: str, commit_b: str, repo: Path = REPO) -> bool:
     """Whether two clean commits (git_commit()) hold the same code for a training (TRAINING_CODE)."""
     if "+changes" in commit_a or "+changes" in commit_b or "unknown" in (commit_a, commit_b):
         return False
     return subprocess.run(["git", "diff", "--quiet", commit_a, commit_b, "--", *TRAINING_CODE], cwd=repo,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def _trained_with(attempt: dict) -> Optional[str]:
+    """The commit whose TRAINING_CODE an attempt trained with, or None where it had changes of its own there. Records
+    from before ``training_code_changed`` was kept count any "+changes" (then: any edit, a README's too)."""
+    commit = attempt["commit"]
+    if attempt.get("training_code_changed", "+changes" in commit):
+        return None
+    return commit.replace("+changes", "")
+
+
+def _same_code_between(last: dict, started: dict) -> bool:
+    """Whether two attempts of a run train with the same code. Until 2026-11-28 an uncommitted README edit made a
+    run that was cut off start over (an hour of two SQuAD runs lost): only TRAINING_CODE counts."""
+    a, b = _trained_with(last), _trained_with(started)
+    return a is not None and b is not None and _same_training_code(a, b)
 
 
 def _last_checkpoint(model_dir: Path) -> Optional[int]:
@@ -236,7 +265,8 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
     """The earlier attempts of an unfinished run, and the epochs completed at the checkpoint the next attempt goes on
     from (``allennlp train --recover``), or None to start from scratch. A run goes on only from a checkpoint made with
     the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
-    training code (TRAINING_CODE at a clean commit; committing results between sessions changes nothing): so that a
+    training code (TRAINING_CODE unchanged from commits that hold the same of it: results committed or a README
+    edited between sessions change nothing, _same_code_between): so that a
     run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch. allennlp restores the
     weights, optimizer, learning-rate schedule, early-stopping state and the best model so far; the random_state
     callback (tasks/checkpoint_loading.py) the random generators, so the run goes on as if never stopped.
@@ -247,7 +277,7 @@ def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int
         attempts = json.loads((run_dir / ATTEMPTS).read_text())
         last = attempts[-1]
         if (all(last.get(key) == started[key] for key in ("knobs", "inputs", "hardware"))
-                and _same_training_code(last["commit"], started["commit"])):
+                and _same_code_between(last, started)):
             epochs = _last_checkpoint(run_dir / "model")
             if epochs:
                 return attempts, epochs
@@ -284,7 +314,8 @@ def _resume_cache(model_dir: Path, extra_env: Dict[str, str]) -> Optional[Dict[s
 def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
     """The attempt about to start: the code the training reads as it starts, the machine, knobs and inputs."""
     inputs_path = run_dir / "inputs.json"
-    return {"commit": git_commit(), "hardware": hardware(), "knobs": knobs, "started": round(time.time(), 1),
+    return {"commit": git_commit(), "training_code_changed": training_code_changed(), "hardware": hardware(),
+            "knobs": knobs, "started": round(time.time(), 1),
             "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
 
 

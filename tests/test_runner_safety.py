@@ -621,6 +621,39 @@ def test_training_code_compared_between_commits(tmp_path):
     assert not execute._same_training_code(a, b + "+changes", tmp_path)
 
 
+def test_an_edit_outside_the_training_code_leaves_a_run_resumable(tmp_path, monkeypatch):
+    """An uncommitted README edit made git_commit() "+changes", and a SQuAD run cut off after 29 epochs started over
+    (2026-11-28); only a change to the code a training reads (TRAINING_CODE) may, committed or not."""
+    git = lambda *a: subprocess.check_output(["git", *a], cwd=tmp_path, text=True).strip()  # noqa: E731
+    git("init", "-q"), git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("# r\n")
+    git("add", "."), git("commit", "-qm", "a")
+    a = git("rev-parse", "--short", "HEAD")
+
+    def attempt():
+        return {"commit": execute.git_commit(tmp_path), "training_code_changed": execute.training_code_changed(tmp_path)}
+
+    first = attempt()
+    (tmp_path / "README.md").write_text("# r, edited\n")
+    docs_edited = attempt()
+    assert docs_edited["commit"] == a + "+changes" and not docs_edited["training_code_changed"]
+    real = execute._same_training_code
+    monkeypatch.setattr(execute, "_same_training_code", lambda x, y: real(x, y, tmp_path))
+    assert execute._same_code_between(first, docs_edited)
+    (tmp_path / "tasks" / "b.py").write_text("y = 1\n")  # a module git does not know yet
+    assert execute.training_code_changed(tmp_path)
+    assert not execute._same_code_between(first, attempt())
+    (tmp_path / "tasks" / "b.py").unlink()
+    (tmp_path / "tasks" / "a.py").write_text("x = 2\n")
+    assert not execute._same_code_between(first, attempt())
+    git("add", "."), git("commit", "-qm", "code")
+    assert not execute._same_code_between(first, attempt())
+    # an attempt recorded before training_code_changed was kept: any "+changes" still counts against it
+    assert not execute._same_code_between({"commit": a + "+changes"}, first)
+
+
 def _checkpointed_run(tmp_path, knobs, epochs=2, average=None):
     """A run directory as an attempt cut off after ``epochs`` epochs leaves it (with a moving average's shadows)."""
     import torch
@@ -646,6 +679,7 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
     run_dir = _checkpointed_run(tmp_path, knobs, average={"weights": "averaged"} if change == "moving_average" else None)
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(execute, "_same_training_code", lambda a, b: change != "code")
+    monkeypatch.setattr(execute, "training_code_changed", lambda: False)
     best_at_start = []  # what best.th holds as the training starts (the runner deletes it once the run is done)
     real = execute.train_command
 
@@ -698,6 +732,7 @@ def test_a_run_goes_on_with_the_activation_cache_it_started_with(cache, tmp_path
         shutil.rmtree(old)
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(execute, "_same_training_code", lambda a, b: True)
+    monkeypatch.setattr(execute, "training_code_changed", lambda: False)
     seen = tmp_path / "seen_cache.txt"
     record = f"open({str(seen)!r}, 'w').write(os.environ['ELMO_CACHE'])\n"
     monkeypatch.setattr(execute, "train_command",
@@ -724,6 +759,7 @@ def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
     torch.save({"weights": 2}, last / "model_state_e2_b0.th")
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(execute, "_same_training_code", lambda a, b: True)
+    monkeypatch.setattr(execute, "training_code_changed", lambda: False)
     [run] = [r for r in runner_main.make_plan(runner_main.parse_args(runner_args(tmp_path, path))).runs
              if r.run_id == last.parent.name]
     (last.parent / execute.ATTEMPTS).write_text(json.dumps([{
@@ -758,6 +794,7 @@ def killed_and_resumed(tmp_path_factory):
     assert not (run_dir / "result.json").exists()
     with pytest.MonkeyPatch.context() as patch:  # the second runner in this process: a working tree with changes
         patch.setattr(execute, "_same_training_code", lambda a, b: True)  # (a clean clone needs no patch)
+        patch.setattr(execute, "training_code_changed", lambda: False)
         for name, value in env.items():
             patch.setenv(name, value)
         returncode = runner_main.main([*runner_args(tmp_path, path), "--jobs", "1"])
