@@ -149,6 +149,16 @@ def hardware() -> str:
 CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")
 
 
+def _differs_from_head(tracked: Sequence[str], untracked: Sequence[str], repo: Path) -> bool:
+    """Whether a tracked file under the pathspecs ``tracked`` differs from HEAD, or git does not know yet (and does
+    not ignore) a file under ``untracked``. Raises OSError or CalledProcessError where git cannot tell."""
+    changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *tracked], cwd=repo,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
+    new = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--", *untracked], cwd=repo,
+                                  text=True, stderr=subprocess.DEVNULL).strip()
+    return changed or bool(new)
+
+
 def git_commit(repo: Path = REPO) -> str:
     """HEAD's short hash, with "+changes" when the code differs from it: a tracked file changed (results/ excluded:
     the runner itself writes there while it works) or a file git does not know yet (and does not ignore) in a code
@@ -156,11 +166,7 @@ def git_commit(repo: Path = REPO) -> str:
     try:
         commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=repo, text=True,
                                          stderr=subprocess.DEVNULL).strip()
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!results"], cwd=repo,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
-        untracked = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--", *CODE_DIRS],
-                                            cwd=repo, text=True, stderr=subprocess.DEVNULL).strip()
-        return commit + ("+changes" if changed or untracked else "")
+        return commit + ("+changes" if _differs_from_head([".", ":!results"], CODE_DIRS, repo) else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -193,11 +199,7 @@ def training_code_changed(repo: Path = REPO) -> bool:
     """Whether the code a training reads (TRAINING_CODE) differs from HEAD: a tracked change or a file git does not
     know yet. An edit elsewhere (a README, the runner) makes git_commit() "+changes" but leaves this False."""
     try:
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *TRAINING_CODE], cwd=repo,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
-        untracked = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--",
-                                             *TRAINING_CODE], cwd=repo, text=True, stderr=subprocess.DEVNULL).strip()
-        return changed or bool(untracked)
+        return _differs_from_head(TRAINING_CODE, TRAINING_CODE, repo)
     except (OSError, subprocess.CalledProcessError):
         return True
 
