@@ -9,6 +9,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from allennlp.common.checks import ConfigurationError
@@ -25,6 +27,11 @@ from tasks.srl.reader import CheckedSrlReader
 from tasks.sst.sst_reader import CheckedSstReader
 from tests.conftest import REPO_ROOT, assert_read_error
 from runner.execute import child_pythonpath
+
+# the `allennlp` command a user types: setup's console script beside this Python; `python -m allennlp` where allennlp
+# comes from PYTHONPATH and has no script (the lent GPU machine: tools/gpu_bundle.sh)
+_SCRIPT = Path(sys.executable).parent / "allennlp"
+ALLENNLP = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "allennlp"]
 
 CONLL2012 = ("#begin document (x); part 000\n"
              "x 0 0 Ann NNP (TOP(S(NP*) - - - - * (ARG0*) (1)\n"
@@ -124,7 +131,7 @@ def test_allennlp_train_on_a_bad_file_prints_the_one_line_error_and_no_traceback
     data.write_bytes(b"Ann NNP I-NP I-PER\ns\xe9ld VBD I-VP O\n")
     env = {**os.environ, "TRAIN_PATH": str(data), "SIZE": "tiny", "PYTHONPATH": child_pythonpath()}
     env.pop(TRACEBACK_VARIABLE, None)
-    result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
+    result = subprocess.run([*ALLENNLP, "train", "jsonnet_configs/ner.jsonnet",
                              "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert result.returncode != 0
     report = [line for line in result.stderr.splitlines()
@@ -160,7 +167,7 @@ def test_allennlp_train_on_a_hub_path_offline_or_malformed_is_one_line(tmp_path,
     env = {**os.environ, "TRAIN_PATH": path, "SIZE": "tiny", "PYTHONPATH": child_pythonpath(),
            "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop(TRACEBACK_VARIABLE, None)
-    result = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "allennlp"), "train", "jsonnet_configs/ner.jsonnet",
+    result = subprocess.run([*ALLENNLP, "train", "jsonnet_configs/ner.jsonnet",
                              "-s", str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]

@@ -2,7 +2,7 @@
 # The lock's packages for a GPU machine that has its own torch and no package index (the lent H100/H200 machines; an
 # air-gapped cluster node): every requirements.lock pin except torch, torchvision, triton, NVIDIA's CUDA wheels and the
 # packages in SKIP (already on the target), for CPython 3.12 on manylinux x86-64, installed into one folder whose shared
-# libraries are stripped of their symbols, packed as one .tar.xz (46 MB; spaCy's libraries are 120 MB unstripped).
+# libraries are stripped of their symbols, packed as one .tar.xz (~40 MB; spaCy's libraries are 120 MB unstripped).
 #
 #   tools/gpu_bundle.sh [OUT.tar.xz]            # default .gpusite/site.tar.xz (.gpusite/ is ignored by git)
 #   # on the target, from the repository:  mkdir -p /tmp/s && tar -xJf site.tar.xz -C /tmp/s &&
@@ -46,6 +46,9 @@ done < "$work/pins.txt"
 find "$work/site" -name '*.so' -exec strip --strip-unneeded {} +
 find "$work/site" \( -name '*.pyx' -o -name '*.pxd' -o -name '*.cpp' \) -delete
 rm -rf "$work/site/spacy/tests"
+# botocore's models of AWS's ~440 services are 15 of the 54 MB packed; allennlp's cached_path reads S3 only (and the
+# device tool carries 64 MiB with the repository): keep S3's, STS's and the files at the top of data/
+find "$work/site/botocore/data" -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts -exec rm -rf {} +
 mkdir -p "$(dirname "$out")"
 tar -cJf "$out.partial" -C "$work" site
 mv "$out.partial" "$out"
