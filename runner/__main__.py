@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from runner.eta import Estimator
-from runner.execute import (PREDICTIONS, git_commit, hardware, keep_predictions_again, load_result, repo_relative,
+from runner.execute import (PREDICTIONS, adopt_record, git_commit, hardware, keep_predictions_again, load_result, repo_relative,
                             under_way, write_json)
 from runner.inputs import Checksums
 from runner.probe_runs import check_finished_probes, execute_probe, missing_probe_inputs, plan_probes
@@ -335,6 +335,8 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
         from runner.execute import make_portable
 
         make_portable(results_dir)
+    for r in runs:  # a profile without an archive: its runs' predictions become their numbers of record here
+        adopt_record(run_dir[r])
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     aside = [r for r in runs if results[r] is None and (run_dir[r] / "result.stale.json").is_file()]
     provenance = {
@@ -494,6 +496,8 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
         elif keep_predictions_again(run_dir[run]):  # refused by an earlier rule, still on this machine
             print(f"kept the per-example predictions of {run_dir[run]} (refused before: runner/execute.py "
                   f"keep_predictions)", flush=True)
+            archive(run_dir[run])
+        elif adopt_record(run_dir[run]):  # its predictions become its number of record (runner/evidence.py)
             archive(run_dir[run])
     return archive
 

@@ -16,17 +16,18 @@ profile (Table 7, SRL in Figure 1) is simply not listed. The catalogue:
   labels of the sweep; "cited_as" names the source): the word-vectors ablation (the issue's "Table 7").
 - Tables 5-6 (Sec. 5.3): WSD second layer > first; POS first layer > second (probes: the view over examples only).
 """
-import gzip
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from runner import stats
-from runner.execute import PREDICTIONS, load_result
+from runner.evidence import check_run, read_predictions
+from runner.execute import load_result
 from runner.spec import ran_to_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
@@ -82,31 +83,45 @@ def _percent(value: float) -> float:
 
 
 class Runs:
-    """The finished runs of a profile, by (sweep, task, column, x) and seed, read once."""
+    """The finished runs of a profile, by (sweep, task, column, x) and seed, read once. A run whose archived
+    predictions do not give back the number it records (runner/evidence.py check_run) is left out of every claim,
+    named in ``excluded``."""
 
     def __init__(self, cells: list, split_of: Dict[str, str]):
         self.groups: Dict[tuple, Dict[int, dict]] = {}
         self.split_of = split_of
+        self.excluded: Dict[str, str] = {}  # run label -> why
+        self.excluded_seeds: Dict[tuple, Dict[int, str]] = {}  # group key -> seed -> label of the run left out
+        checked: Dict[Path, Optional[str]] = {}
         for cell in cells:
-            result, _ = load_result(Path(cell.run_dir) / "result.json")
-            entry = self.groups.setdefault((cell.sweep, cell.task, cell.column, cell.x), {})
-            if result is None or cell.sweep not in split_of:
+            run_dir = Path(cell.run_dir)
+            result, _ = load_result(run_dir / "result.json")
+            key = (cell.sweep, cell.task, cell.column, cell.x)
+            entry = self.groups.setdefault(key, {})
+            if result is None or cell.sweep not in split_of or _recorded(result, split_of[cell.sweep]) is None:
                 continue
-            split = split_of[cell.sweep]
-            if result.get(split) is None and split == "test":  # no test set: the dev value, as the tables do
-                split = "dev"
-            value = result.get(split)
-            if isinstance(value, (int, float)):
-                entry[cell.seed] = {"value": _percent(value), "split": split, "result": result,
-                                    "run_dir": Path(cell.run_dir),
-                                    "label": f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "")
-                                             + f" seed {cell.seed}"}
+            label = f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "") + f" seed {cell.seed}"
+            run = {"result": result, "run_dir": run_dir, "label": label}
+            if run_dir not in checked:
+                checked[run_dir] = check_run(result, run_dir)
+            if checked[run_dir]:
+                self.excluded[label] = checked[run_dir]
+                self.excluded_seeds.setdefault(key, {})[cell.seed] = label
+                continue
+            entry[cell.seed] = run
 
     def has(self, key: tuple) -> bool:
         return key in self.groups
 
+    @staticmethod
+    def value(run: dict, split: str) -> Optional[float]:
+        """The run's number of record on ``split`` in % (no test set: its dev value, as the tables do)."""
+        value = _recorded(run["result"], split)
+        return None if value is None else _percent(value)
+
     def units(self, run: dict, split: str):
         """(metric, ids, counts) of one run's predictions for `split`, or (None, why, None)."""
+        split = split if run["result"].get(split) is not None else "dev"
         record = run["result"].get("predictions")
         if record is None:
             return None, NO_PREDICTIONS, None
@@ -115,30 +130,61 @@ class Runs:
         if split not in record.get("units", {}):  # only splits checked against the run's own metric are used
             return None, f"{run['label']}: no checked {split} predictions", None
         if "cache" not in run:
-            run["cache"] = json.loads(gzip.decompress((run["run_dir"] / PREDICTIONS).read_bytes()))
+            run["cache"] = read_predictions(run["run_dir"])
         data = run["cache"]["splits"].get(split)
         if data is None:
             return None, f"{run['label']}: no {split} predictions", None
         return run["cache"]["metric"], data["ids"], np.asarray(data["counts"], dtype=float)
 
 
+def _recorded(result: dict, split: str):
+    value = result.get(split)
+    if value is None and split == "test":  # no test set: the dev value, as the tables do
+        value = result.get("dev")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _mean(values: list) -> Optional[float]:
     return statistics.fmean(values) if values else None
 
 
-def evaluate(claim: dict, runs: Runs) -> dict:
-    """Both views and the verdict of one task claim (terms over trained runs)."""
+def contrast(claim: dict, runs: Runs, seeds: List[int], split: str) -> dict:
+    """Both views of the claim's contrast over ``seeds`` on ``split``: means, views, still-improving runs, and the
+    verdict before any correction."""
     terms = [(c, runs.groups[key]) for c, key in claim["terms"]]
-    seeds = sorted(set.intersection(*(set(group) for _, group in terms)))
-    split = runs.split_of[claim["terms"][0][1][0]]
-    means = [_mean([group[s]["value"] for s in seeds]) for _, group in terms]  # the seeds the test pairs
-    diffs = {s: sum(c * group[s]["value"] for c, group in terms) for s in seeds}
-    views = [stats.seed_test(diffs)]
-    views.append(_bootstrap(terms, seeds, split, runs, claim))
+    means = [_mean([runs.value(group[s], split) for s in seeds]) for _, group in terms]
+    diffs = {s: sum(c * runs.value(group[s], split) for c, group in terms) for s in seeds}
+    views = [stats.seed_test(diffs), _bootstrap(terms, seeds, split, runs, claim)]
     improving = sorted({group[s]["label"] for _, group in terms for s in seeds if still_improving(group[s]["result"])})
-    return dict(claim, terms=[list(t) for t in claim["terms"]], split=split, means=means, seeds=seeds, views=views,
-                still_improving=improving, **stats.verdict(claim.get("direction", 1), views, ("seeds", "examples"),
-                                                           improving, claim.get("kind", "better")))
+    return dict(split=split, means=means, seeds=list(seeds), views=views, still_improving=improving,
+                **stats.verdict(claim.get("direction", 1), views, ("seeds", "examples"), improving,
+                                claim.get("kind", "better")))
+
+
+def evaluate(claim: dict, runs: Runs, added_later: Dict[str, set]) -> dict:
+    """One task claim (terms over trained runs): judged on the seeds declared before its runs (``added_later``:
+    sweep -> the seeds its profile added after results of the sweep were read); the seeds added later as an
+    extension beside it, never pooled into the verdict; a dev claim's same contrast on the test split beside it."""
+    groups = [runs.groups[key] for _, key in claim["terms"]]
+    seeds = sorted(set.intersection(*(set(group) for group in groups)))
+    later = sorted(s for s in seeds if s in added_later.get((claim["terms"][0][1][0], claim["task"]), set()))
+    declared = [s for s in seeds if s not in later]
+    split = runs.split_of[claim["terms"][0][1][0]]
+    out = dict(claim, terms=[list(t) for t in claim["terms"]], seeds_declared=declared, seeds_added_later=later,
+               **contrast(claim, runs, declared, split))
+    left_out = sorted({runs.excluded_seeds[key][s] for _, key in claim["terms"]
+                       for s in runs.excluded_seeds.get(key, {})})
+    if left_out:
+        out["excluded_runs"] = left_out
+        out["why"] += "; left out: " + ", ".join(f"{label} ({runs.excluded[label]})" for label in left_out)
+    out["per_seed"] = {"/".join(str(k) for k in key[2:] if k is not None): {s: runs.value(group[s], split) for s in
+                                                                           sorted(group)}
+                       for (_, key), group in zip(claim["terms"], groups)}
+    if later:
+        out["extension"] = contrast(claim, runs, seeds, split)
+    if split == "dev":
+        out["test_view"] = contrast(claim, runs, declared, "test")
+    return out
 
 
 def _bootstrap(terms, seeds, split, runs: Runs, claim) -> dict:
@@ -148,7 +194,7 @@ def _bootstrap(terms, seeds, split, runs: Runs, claim) -> dict:
     for coefficient, group in terms:
         seed_matrices = []
         for s in seeds:
-            m, run_ids, counts = runs.units(group[s], group[s]["split"])
+            m, run_ids, counts = runs.units(group[s], split)
             if m is None:
                 return {"view": "examples", "unavailable": run_ids}
             order = {u: i for i, u in enumerate(run_ids)}
@@ -226,6 +272,12 @@ def probe_claim(sweep: str, result: Optional[dict], paper: dict, better: str, wo
     return dict(claim, views=[view], still_improving=[], **stats.verdict(1, [view], ("examples",)))
 
 
+def _diff(better, worse) -> Optional[float]:
+    """The paper's difference in points where it prints both numbers."""
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (better, worse))
+    return round(better - worse, 2) if ok else None
+
+
 def _near(percent: float, target: float) -> bool:
     """A point at ``target`` % of the real training set: fractions of a file that is itself a share of the real set
     land near it, not on it (SRL: 0.35989 x 2.77868 % = 1.00001 %)."""
@@ -248,7 +300,8 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
         paper_text = f"{b} → {e} ({e - b:+.1f}, relative error reduction {100 * (e - b) / (100 - b):.1f} %)" \
             if isinstance(b, (int, float)) and isinstance(e, (int, float)) else "—"
         add(f"table1.{task}", "Table 1 (Sec. 4)", task, f"ELMo improves {TASK_NAMES[task]} over the baseline",
-            [(1, ("table1", task, "ELMo", None)), (-1, ("table1", task, "baseline", None))], paper_text, rer=True)
+            [(1, ("table1", task, "ELMo", None)), (-1, ("table1", task, "baseline", None))], paper_text, rer=True,
+            paper_diff=_diff(e, b))
     pairs2 = [("last_only", "baseline", "using the top layer only beats the baseline"),
               ("lambda=1", "baseline", "all layers (λ = 1) beat the baseline"),
               ("lambda=0.001", "baseline", "all layers (λ = 0.001) beat the baseline"),
@@ -259,7 +312,7 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
             pb, pw = p2.get(better, {}).get(task), p2.get(worse, {}).get(task)
             add(f"table2.{task}.{better}>{worse}", "Table 2 (Sec. 5.1)", task, f"{TASK_NAMES[task]}: {text}",
                 [(1, ("table2", task, better, None)), (-1, ("table2", task, worse, None))],
-                f"{pb} vs {pw}" if pb is not None else "—")
+                f"{pb} vs {pw}" if pb is not None else "—", paper_diff=_diff(pb, pw))
     for task in by_name.get("table3", {}).get("tasks", []):
         placements = {k: v[task] for k, v in p3.items() if isinstance(v, dict) and task in v}
         if not placements:
@@ -269,7 +322,7 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
             add(f"table3.{task}.{best}>{other}", "Table 3 (Sec. 5.2)", task,
                 f"{TASK_NAMES[task]}: ELMo at the {best} beats the {other}",
                 [(1, ("table3", task, best, None)), (-1, ("table3", task, other, None))],
-                f"{placements[best]} vs {placements[other]}")
+                f"{placements[best]} vs {placements[other]}", paper_diff=_diff(placements[best], placements[other]))
     figure = by_name.get("figure1")
     if figure:
         for task in figure["tasks"]:
@@ -287,7 +340,9 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
                     f"{_share(percent[large])} %",
                     [(1, ("figure1", task, "ELMo", small)), (-1, ("figure1", task, "baseline", small)),
                      (-1, ("figure1", task, "ELMo", large)), (1, ("figure1", task, "baseline", large))],
-                    "(plot only) gains shrink as the training set grows")
+                    f"(plot only) gains shrink as the training set grows, over 0.1–100 % of the training set; tested "
+                    f"here over {_share(percent[small])}–{_share(percent[large])} %, the points this profile has",
+                    paper_range=[0.1, 100], our_range=[float(_share(percent[small])), float(_share(percent[large]))])
             one = next((x for x in xs if _near(percent[x], 1)), None)
             ten = next((x for x in xs if _near(percent[x], 10)), None)
             if task == "srl" and one and ten:
@@ -299,9 +354,12 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
         where = paper.get(name, {}).get("cited_as", name)
         for spec in paper.get(name, {}).get("claims", []):
             for task in by_name[name]["tasks"]:
+                numbers = spec.get("paper_numbers", {}).get(task)  # [worse, better] where the text gives them
+                paper_text = (f"{numbers[0]} → {numbers[1]} ({numbers[1] - numbers[0]:+.1f}; {spec['source']})"
+                              if numbers else spec.get("paper", "—"))
                 add(f"{name}.{task}.{spec['better']}>{spec['worse']}", where, task, f"{TASK_NAMES[task]}: {spec['text']}",
                     [(1, (name, task, spec["better"], None)), (-1, (name, task, spec["worse"], None))],
-                    spec.get("paper", "—"))
+                    paper_text, paper_diff=_diff(*reversed(numbers)) if numbers else None)
     return claims
 
 
@@ -348,14 +406,105 @@ def untestable(sweeps: List[dict]) -> List[str]:
     return out
 
 
+RULE = ("Verdict rule (runner/stats.py and runner/verdicts.py, after Berg-Kirkpatrick et al. 2012, Dror et al. 2018 "
+        "and Holm 1979): a claim's p is the larger of its required views' p (trained models: the paired t-test over "
+        "the seeds declared before its runs *and* the paired bootstrap over examples, which recomputes the task's "
+        "metric on each resample; probes: the bootstrap alone; Sec. 5.4: the seeds alone). *supports* when the "
+        "difference has the paper's direction in every required view and the claim's p, **Holm-adjusted within its "
+        "family** (the claims of one table or figure), is below 0.05; *contradicts*, the opposite direction by the "
+        "same standard; otherwise *not decidable*, which includes a missing view and any run still improving when its "
+        f"epochs ran out (least-squares slope over its last epochs, one-sided p < {IMPROVING_P}, a fitted rise of "
+        f"{IMPROVING_MIN_RISE} points or more). Benjamini-Hochberg over all counted claims is reported beside. Claims "
+        "resting on the same runs and contrast are one test, counted once (under the first heading that makes it). "
+        "Seeds a profile added after results of a comparison were read are shown as an extension, never pooled into "
+        "the verdict. A dev claim's same contrast on the test split is shown beside it, corrected the same way. "
+        "*Leans against the paper*: some view, dev or test, gives p < 0.05 in the opposite direction. Seeds needed: "
+        "for the t-test over seeds to reach p < 0.05 / m (m claims in its family: Holm's strictest step) with 80 % power "
+        f"at the observed mean and spread (noncentral t). Over seeds: df = seeds - 1. Over examples: {stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged; "
+        f"under {stats.MIN_UNITS} units (LitBank's 10 test documents) the exact paired randomization test instead. "
+        "Every number of a run is the metric of its archived predictions (runner/evidence.py). Differences in metric "
+        "points (%), 95 % intervals in brackets.")
+
+
+def _p(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.2g}"
+
+
+def _verdict_cell(claim: dict) -> str:
+    if not claim["counted"]:
+        return f"**{claim['verdict']}** (the same test as {claim['same_evidence_as']}, counted there)"
+    text = f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim["verdict"] == "not decidable" else "")
+    if claim.get("against_paper"):
+        text += "; **leans against the paper**"
+    if claim.get("seeds_needed_why"):
+        text += f"; seeds needed: {claim['seeds_needed_why']}"
+    return text
+
+
+def _test_cell(claim: dict) -> str:
+    test = claim.get("test_view")
+    if not test:
+        return "—"
+    views = {v["view"]: v for v in test["views"]}
+    parts = [f"{v['view']}: {v['diff']:+.2f}, p = {_p(v.get('p'))}" for v in views.values() if v.get("p") is not None]
+    text = "; ".join(parts) or "no view"
+    return text + f"; Holm p = {_p(test.get('p_holm'))}: {test['verdict']}" + (" — **differs from dev**"
+                                                                                if test.get("differs") else "")
+
+
+def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[str], untested: List[str]) -> str:
+    lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
+        "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted test): "
+            f"**{summary['supports']} supported, {summary['contradicts']} contradicted, {summary['not decidable']} not "
+            f"decidable at this scale; {summary['leans against the paper']} lean against the paper; "
+            f"{summary['differs on test']} dev verdicts differ on test** (Holm within each family).", "", RULE]
+    extensions, notes = [], []
+    for name in dict.fromkeys(c["family"] for c in claims):
+        members = [c for c in claims if c["family"] == name]
+        size = next((c.get("family_size") for c in members if c.get("family_size")), 0)
+        lines += ["", f"## {name}: {len(members)} claims, {sum(c['counted'] for c in members)} counted, Holm over "
+                      f"{size} tested", "",
+                  "| claim | paper | ours | over seeds | over examples | p: raw / Holm / BH | verdict | same contrast on test |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for claim in members:
+            views = {v["view"]: v for v in claim["views"]}
+            lines.append(
+                f"| {claim['section']}: {claim['text']} | {claim['paper']} | {_ours(claim)} | "
+                f"{view_text(views['seeds']) if 'seeds' in views else '— no seeds (one fixed biLM)'} | "
+                f"{view_text(views['examples']) if 'examples' in views else '—'} | "
+                f"{_p(claim.get('p'))} / {_p(claim.get('p_holm'))} / {_p(claim.get('p_bh'))} | {_verdict_cell(claim)} | "
+                f"{_test_cell(claim)} |")
+            if claim.get("extension"):
+                ext = claim["extension"]
+                views_text = "; ".join(view_text(v) for v in ext["views"])
+                extensions.append(f"- {claim['id']}: seeds {', '.join(map(str, ext['seeds']))} (declared "
+                                  f"{', '.join(map(str, claim['seeds_declared']))}; added after the first results: "
+                                  f"{', '.join(map(str, claim['seeds_added_later']))}): {views_text}; uncorrected "
+                                  f"verdict {ext['verdict']}")
+            if claim.get("still_improving"):
+                notes.append(f"- {claim['id']}: still rising at the epoch cap: " + ", ".join(claim["still_improving"]))
+    if extensions:
+        lines += ["", "## Seeds added after the first results (shown, not in the verdicts)", ""] + extensions
+    if notes:
+        lines += ["", "Runs still improving when their epochs ran out (their claims are not decided):", ""] + notes
+    if untested:
+        lines += ["", "Claims of the paper this profile cannot test:", ""] + [f"- {u}" for u in untested]
+    return "\n".join(lines) + "\n"
+
+
 def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, provenance_lines: List[str],
                  probe_results: Dict[str, Optional[dict]]) -> List[dict]:
     """Writes claims.md and claims.json; returns the claims."""
     from runner.results import write_atomic
+    from runner.verdicts import review
 
     split_of = {s["name"]: s.get("split") for s in sweeps if s.get("split") in ("dev", "test")}
     runs = Runs(cells, split_of)
-    claims = [evaluate(c, runs) for c in catalogue(sweeps, paper, runs)]
+    added_later = {(s["name"], task): set(entry.get("seeds", [])) for s in sweeps
+                   for task, entry in (s.get("seeds_added_later") or {}).items()}
+    for label, why in runs.excluded.items():
+        print(f"warning: {label} left out of the claims: {why}", file=sys.stderr, flush=True)
+    claims = [evaluate(c, runs, added_later) for c in catalogue(sweeps, paper, runs)]
     if "table1" in split_of:
         claims += [c for c in (updates_claim(t, runs) for t in next(s for s in sweeps if s["name"] == "table1")["tasks"])
                    if c]
@@ -364,37 +513,8 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
     for sweep, result in probe_results.items():
         if sweep in probes:
             claims.append(probe_claim(sweep, result, paper.get(sweep, {}), *probes[sweep]))
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("supports", "contradicts", "not decidable")}
-    lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
-        "", f"{len(claims)} claims: **{counts['supports']} supported, {counts['contradicts']} contradicted, "
-            f"{counts['not decidable']} not decidable at this scale** (no correction for the number of claims).",
-        "", "Verdict rule (runner/stats.py, after Berg-Kirkpatrick et al. 2012 and Dror et al. 2018): *supports* when "
-            "the difference has the paper's direction and every required view gives p < 0.05 (trained models: both "
-            "the paired t-test over seeds and the paired bootstrap over examples, which recomputes the task's metric "
-            "on each resample; probes: the bootstrap alone); *contradicts*, the opposite direction by the same "
-            "standard; otherwise *not decidable*, which includes a missing view and any run still improving when its "
-            "epochs ran out (at its cap, its dev score rising over its last epochs, half of them up to 10, at least 5: "
-            f"least-squares slope, one-sided p < {IMPROVING_P}, a fitted rise of {IMPROVING_MIN_RISE} points or more). "
-            "Over seeds: paired t-test, df = seeds − 1 (with 3 seeds p < 0.05 needs a mean "
-            "difference about 2.5 times the std of the per-seed differences). Over examples: paired bootstrap, "
-            f"{stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged; under {stats.MIN_UNITS} units (LitBank's 10 test documents) "
-            "the paired randomization test instead, the same swap of A's and B's outputs for every seed, exact over "
-            f"all 2^n swaps up to {stats.EXACT_UNITS} units, no interval. Differences in metric "
-            "points (%), 95 % intervals in brackets.", "",
-        "| claim | paper | ours | over seeds | over examples | verdict |", "|---|---|---|---|---|---|"]
-    notes = []
-    for claim in claims:
-        views = {v["view"]: v for v in claim["views"]}
-        verdict = f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim["verdict"] == "not decidable" else "")
-        lines.append(f"| {claim['section']}: {claim['text']} | {claim['paper']} | {_ours(claim)} | "
-                     f"{view_text(views['seeds']) if 'seeds' in views else '— no seeds (one fixed biLM)'} | "
-                     f"{view_text(views['examples']) if 'examples' in views else '—'} | {verdict} |")
-        if claim.get("still_improving"):
-            notes.append(f"- {claim['id']}: still rising at the epoch cap: " + ", ".join(claim["still_improving"]))
-    lines += (["", "Runs still improving when their epochs ran out (their claims are not decided):", ""] + notes
-              ) if notes else []
-    untested = untestable(sweeps)
-    lines += (["", "Claims of the paper this profile cannot test:", ""] + [f"- {u}" for u in untested]) if untested else []
-    write_atomic(out_dir / "claims.md", "\n".join(lines) + "\n")
-    write_atomic(out_dir / "claims.json", json.dumps({"claims": claims}, indent=1, default=str) + "\n")
+    summary = review(claims, runs)
+    write_atomic(out_dir / "claims.md", claims_markdown(claims, summary, provenance_lines, untestable(sweeps)))
+    write_atomic(out_dir / "claims.json", json.dumps({"summary": summary, "rule": RULE, "claims": claims}, indent=1,
+                                                     default=str) + "\n")
     return claims

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from runner.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt
 from runner.spec import REPO
 
 INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
@@ -408,6 +409,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "attempts": [{k: a[k] for k in ("commit", "from_epoch", "started") if k in a} for a in attempts]
               if len(attempts) > 1 else None,
               "predictions": keep_predictions(model_dir, run_dir, metric, metrics, knobs)}
+    result = adopt(result, run_dir) or result  # one evaluation per split: the predictions' (runner/evidence.py)
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)
@@ -418,10 +420,6 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     return {"status": "done", "skipped": False, **result}
 
 
-PREDICTIONS = "predictions.json.gz"  # per-example dev/test predictions beside result.json (tasks/predictions.py)
-
-
-BATCH_DEPENDENT_TOLERANCE = 1.0  # points: predictions of a batch-dependent model kept within this of the reported
 
 
 def batch_dependent(knobs: Dict[str, str]) -> bool:
@@ -434,8 +432,9 @@ def batch_dependent(knobs: Dict[str, str]) -> bool:
 
 def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict, knobs: Dict[str, str]) -> dict:
     """Moves the training's per-example predictions beside result.json once their counts give back the metric
-    allennlp reported for dev (best epoch) and test (to 0.01 points; within BATCH_DEPENDENT_TOLERANCE for a
-    batch-dependent model, the difference recorded); returns what result.json records about them."""
+    allennlp reported for dev (best epoch) and test (to 0.01 points; for a batch-dependent model both numbers are
+    recorded and the predictions' becomes the run's number of record: runner/evidence.py); returns what result.json
+    records about them."""
     import gzip
 
     from runner.stats import metric_value
@@ -454,7 +453,7 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict,
         units = data["splits"][split]
         ours, reported = float(metric_value(data["metric"], [sum(c) for c in zip(*units["counts"])])), metrics[key]
         reported = 100.0 * reported if reported <= 1.0 else float(reported)
-        if abs(ours - reported) > (BATCH_DEPENDENT_TOLERANCE if batch_dependent(knobs) else 0.01):
+        if abs(ours - reported) > (BATCHING_SCREEN if batch_dependent(knobs) else SCREENED):
             return {"problem": f"{source}: the {split} predictions give {data['metric']} {ours:.4f}, the run "
                                f"reported {reported:.4f}; not kept"}  # e.g. a stateful biLM: other outputs later
         if abs(ours - reported) > 0.01:
@@ -478,7 +477,26 @@ def keep_predictions_again(run_dir: Path) -> bool:
     if "problem" in record:
         return False
     record["kept_later"] = {"git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    write_json(run_dir / "result.json", {**result, "predictions": record})
+    result = {**result, "predictions": record}
+    write_json(run_dir / "result.json", adopt(result, run_dir) or result)
+    return True
+
+
+def adopt_record(run_dir: Path) -> bool:
+    """A finished run recorded before its predictions were its number of record gets them as such, allennlp's numbers
+    kept beside them (runner/evidence.py adopt); True if result.json changed. A predictions file that is not the
+    run's own is named in one line and left as it is (the claims then leave the run out: evidence.check_run)."""
+    result, _ = load_result(run_dir / "result.json")
+    try:
+        adopted = adopt(result, run_dir) if result else None
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:  # cut, not gzip, not JSON, not the run's own
+        print(f"warning: {run_dir / PREDICTIONS}: not made the run's number of record: {str(e)[:200]}", file=sys.stderr,
+              flush=True)
+        return False
+    if adopted is None:
+        return False
+    write_json(run_dir / "result.json", dict(adopted, record_from_predictions={
+        "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}))
     return True
 
 

@@ -9,7 +9,9 @@ import itertools
 import json
 import math
 import os
+import shutil
 import statistics
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -529,9 +531,22 @@ def build_probe(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
 def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict,
                   extra: Optional[dict] = None) -> dict:
     """Builds every sweep's outputs under out_dir and writes summary.json (with ``extra``'s keys added); returns
-    the summary."""
+    the summary. Every file is written in a staging folder inside out_dir first and moved into place only once all
+    of them are built: a build that fails leaves the previous files as they were, never a mix of old and new."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=out_dir))
+    try:
+        summary = _build_results(sweeps, cells, paper, staging, provenance, extra)
+        for path in sorted(staging.iterdir()):
+            os.replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def _build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict,
+                   extra: Optional[dict]) -> dict:
     summary = {"provenance": provenance, "sweeps": {}}
     for sweep in sweeps:
         name, kind = sweep.get("name"), sweep.get("kind")

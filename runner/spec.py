@@ -128,8 +128,8 @@ _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an inte
 # (and its builder in runner/results.py); a kind with "columns" expands to runs, one per column, x value and seed.
 SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
 SWEEP_KINDS = {
-    "table": {"split", "columns", "seeds"},
-    "curve": {"split", "columns", "seeds", "x"},
+    "table": {"split", "columns", "seeds", "seeds_added_later"},
+    "curve": {"split", "columns", "seeds", "seeds_added_later", "x"},
     "mix_weights": {"from"},
     **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/probe_runs.py
 }
@@ -291,6 +291,14 @@ def check_sweep(sweep: dict, where: str) -> None:
             raise _unknown(where, f"seeds.{task}", ["default", *TASKS], "task")
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise _key_error(where, f"seeds.{task}", "an integer >= 1", n)
+    for task, entry in (sweep.get("seeds_added_later") or {}).items():  # runner/claims.py: shown, not in the verdict
+        n = seeds.get(task, seeds.get("default", 1))
+        if task not in TASKS:
+            raise _unknown(where, f"seeds_added_later.{task}", TASKS, "task")
+        if not isinstance(entry, dict) or not isinstance(entry.get("seeds"), list) or not entry["seeds"] or any(
+                not isinstance(s, int) or isinstance(s, bool) or not 1 <= s <= n for s in entry["seeds"]):
+            raise _key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds 1..{n}], "
+                             "\"commit\": the commit that added them, \"why\": ...}", entry)
     if "x" in SWEEP_KINDS[kind]:
         x = sweep.get("x")
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED":

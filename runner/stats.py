@@ -40,11 +40,13 @@ per-seed differences, which 3 seeds cannot check.
 - An "≈" claim (the paper's "ELMo at 1 % ≈ the baseline at 10 %") supports when every required view's 95 % interval
   lies inside ± ``EQUIVALENCE_MARGIN`` points (two one-sided tests at 0.025 each), contradicts when every interval
   lies wholly outside it; a view without an interval (the randomization test) leaves it not decidable.
-No correction for the number of claims is made; claims.md lists how many were tested.
+This rule gives each claim's verdict before correction; runner/verdicts.py then corrects for the number of claims
+(Holm within each family of claims, Benjamini-Hochberg over all reported beside), counts each piece of evidence once
+and adds the test split's view of each dev claim.
 """
 import math
 import statistics
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -209,3 +211,60 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
     weak = [f"{v['view']} p = {v['p']:.3g}" for v in used if v["p"] >= ALPHA]
     return {"verdict": "not decidable", "why": ("; ".join(weak) + f" (≥ {ALPHA:g})") if weak
             else "the views disagree in direction"}
+
+
+def holm(ps: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Holm (1979) step-down adjusted p-values of one family, in the input order (None stays None and is not
+    counted): the i-th smallest of m p's becomes max over j ≤ i of (m − j + 1) · p_(j), capped at 1. Rejecting where
+    the adjusted p < ALPHA keeps the family-wise error rate at ALPHA under any dependence."""
+    known = sorted((p, i) for i, p in enumerate(ps) if p is not None)
+    out: List[Optional[float]] = [None] * len(ps)
+    running = 0.0
+    for rank, (p, i) in enumerate(known):
+        running = max(running, min(1.0, (len(known) - rank) * p))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(ps: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Benjamini–Hochberg (1995) adjusted p-values (q-values) in the input order (None stays None): the i-th smallest
+    of m p's becomes min over j ≥ i of m · p_(j) / j, capped at 1. Controls the expected share of false discoveries."""
+    known = sorted((p, i) for i, p in enumerate(ps) if p is not None)
+    out: List[Optional[float]] = [None] * len(ps)
+    running = 1.0
+    for rank in range(len(known) - 1, -1, -1):
+        p, i = known[rank]
+        running = min(running, len(known) * p / (rank + 1))
+        out[i] = running
+    return out
+
+
+MAX_SEEDS_NEEDED = 50  # seeds_needed: beyond this the answer is "no practical number of seeds"
+POWER = 0.8
+
+
+def seeds_needed(values: Sequence[float], direction: int = 1, alpha: float = ALPHA, power: float = POWER
+                 ) -> Tuple[Optional[int], str]:
+    """How many seeds the paired t-test over seeds would need to reach p < alpha (two-sided) with the given power, if
+    the per-seed differences had the observed mean and standard deviation: the smallest n with
+    P(|T| > t_{1-alpha/2, n-1}) ≥ power, T noncentral t with n − 1 degrees of freedom and noncentrality
+    √n · mean / std (the standard paired-t power calculation, e.g. Cohen 1988 ch. 2). (n or None, why)."""
+    from scipy import stats as scipy_stats
+
+    if len(values) < 2:
+        return None, "one seed: no spread to plan from"
+    mean, std = statistics.fmean(values), statistics.stdev(values)
+    if mean == 0 or int(np.sign(mean)) != direction:
+        return None, "no number of seeds: the difference is not in the paper's direction"
+    if std == 0:
+        return len(values), "no spread between seeds"
+    effect = abs(mean) / std
+    for n in range(2, MAX_SEEDS_NEEDED + 1):
+        critical = scipy_stats.t.ppf(1 - alpha / 2, n - 1)
+        reach = scipy_stats.nct.sf(critical, n - 1, effect * math.sqrt(n)) + \
+            scipy_stats.nct.cdf(-critical, n - 1, effect * math.sqrt(n))
+        if reach >= power:
+            return n, (f"{n} seeds for {power:.0%} power at p < {alpha:.2g} (mean {mean:+.2f}, std {std:.2f} over "
+                       f"{len(values)} seeds)")
+    return None, (f"no number of seeds up to {MAX_SEEDS_NEEDED}: the difference ({mean:+.2f}) is within the noise "
+                  f"(std {std:.2f} over {len(values)} seeds)")
