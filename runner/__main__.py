@@ -379,7 +379,7 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
 
         write_report(profile, results_dir, provenance_lines(provenance))
     build_results(plan.sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
-    if profile.get("archive_runs"):  # a profile made over many sessions says what its runs cost (issue 21)
+    if profile.get("archive_runs") and runs:  # a profile made over many sessions says what its runs cost
         from runner.results import cost_markdown, provenance_lines, write_atomic
 
         write_atomic(results_dir / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),

@@ -456,8 +456,8 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
     lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
         "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted test): "
             f"**{summary['supports']} supported, {summary['contradicts']} contradicted, {summary['not decidable']} not "
-            f"decidable at this scale; {summary['leans against the paper']} lean against the paper; "
-            f"{summary['differs on test']} dev verdicts differ on test** (Holm within each family).", "", RULE]
+            f"decidable at this scale; {summary['leans against the paper']} leaning against the paper; "
+            f"{summary['differs on test']} dev verdict(s) differing on test** (Holm within each family).", "", RULE]
     extensions, notes = [], []
     for name in dict.fromkeys(c["family"] for c in claims):
         members = [c for c in claims if c["family"] == name]
