@@ -132,7 +132,7 @@ def _panel(ax, family: str, rows: list, adjusted: bool) -> None:
     for y, claim in enumerate(rows):
         colour = COLOURS.get(claim["colour_key"], COLOURS["not decidable"])
         if y % 2:
-            ax.axhspan(y - 0.5, y + 0.5, color="#f3f3f3", zorder=0)
+            ax.axhspan(y - 0.5, y + 0.5, color="#f3f3f3", zorder=0, clip_on=False)  # unclipped: stable SVG ids
         for name, (marker, dy, _) in VIEW_MARKS.items():
             v = view(claim, name) or {}
             if not isinstance(v.get("diff"), (int, float)):
@@ -167,6 +167,25 @@ def _panel(ax, family: str, rows: list, adjusted: bool) -> None:
             ha="left", fontsize=8, weight="bold")
 
 
+def _figure(groups: list, adjusted: bool):
+    if not groups:
+        fig, ax = plt.subplots(figsize=(7, 1.2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no counted claim in this profile", ha="center", va="center")
+        return fig
+    heights = [len(rows) + 1.4 for _, rows in groups]  # a panel's title and axis take about 1.4 rows
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.26 * sum(heights) + 0.9), squeeze=False,
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    for ax, (family, rows) in zip(axes[:, 0], groups):
+        _panel(ax, family, rows, adjusted)
+    handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for m, _, label in VIEW_MARKS.values()]
+    handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
+    handles += [Line2D([], [], marker="s", color=c, lw=0, ms=8, label=v) for v, c in COLOURS.items()
+                if any(claim["colour_key"] == v for _, rows in groups for claim in rows)]
+    fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
+    return fig
+
+
 def forest_plot(claims: list, out_dir: Path) -> List[str]:
     """claims.png and claims.svg in out_dir: one row per counted claim, grouped by family (one panel each, its own
     unit), the difference over seeds and over examples with their 95 % intervals, zero, the paper's difference
@@ -175,26 +194,18 @@ def forest_plot(claims: list, out_dir: Path) -> List[str]:
     claims = [normalised(c) for c in claims]
     adjusted = any(c.get("p_holm") is not None for c in claims)
     groups = grouped([c for c in claims if c["counted"]])
-    plt.rcParams["svg.hashsalt"] = "claims"  # the same SVG for the same claims (no random ids)
-    if not groups:
-        fig, ax = plt.subplots(figsize=(7, 1.2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no counted claim in this profile", ha="center", va="center")
-    else:
-        heights = [len(rows) + 1.4 for _, rows in groups]  # a panel's title and axis take about 1.4 rows
-        fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.26 * sum(heights) + 0.9), squeeze=False,
-                                 gridspec_kw={"height_ratios": heights}, layout="constrained")
-        for ax, (family, rows) in zip(axes[:, 0], groups):
-            _panel(ax, family, rows, adjusted)
-        handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for m, _, label in VIEW_MARKS.values()]
-        handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
-        handles += [Line2D([], [], marker="s", color=c, lw=0, ms=8, label=v) for v, c in COLOURS.items()
-                    if any(claim["colour_key"] == v for _, rows in groups for claim in rows)]
-        fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
-    for fmt in ("png", "svg"):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
-        write_atomic(Path(out_dir) / f"claims.{fmt}", buffer.getvalue())
+    # the same SVG for the same claims (no random ids, no date), its text as text (searchable, a tenth of the size)
+    with plt.rc_context({"svg.hashsalt": "claims", "svg.fonttype": "none"}):
+        fig = _figure(groups, adjusted)
+        for fmt in ("png", "svg"):
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
+            data = buffer.getvalue()
+            if fmt == "svg":  # clip ids hash the clip box's floats, which vary in their last bits: numbered instead
+                ids = {}
+                data = re.sub(rb'(?<=[#"])p[0-9a-f]{10}(?=[)"])',
+                              lambda m: ids.setdefault(m.group(0), b"clip%d" % len(ids)), data)
+            write_atomic(Path(out_dir) / f"claims.{fmt}", data)
     plt.close(fig)
     return [c["id"] for _, rows in groups for c in rows]
 
