@@ -103,7 +103,7 @@ def read_claims(out_dir: Path) -> dict:
     """claims.json as {"summary", "rule", "claims"} with every claim normalised; ReportError names a bad file."""
     path = Path(out_dir) / "claims.json"
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ReportError(f"{path}: expected the claims file the table build writes (JSON), found: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
@@ -319,7 +319,7 @@ def _claim_row(claim: dict) -> dict:
 
 def _json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except ValueError as e:
         raise ReportError(f"{path}: expected JSON, found: {e}") from None
 
@@ -335,9 +335,9 @@ def write_report(out_dir: Path, profile_name: Optional[str] = None) -> Path:
     provenance = summary.get("provenance") or {}
     profile_name = profile_name or Path(str(provenance.get("profile") or out_dir.name)).stem
     plotted = forest_plot(data["claims"], out_dir)
-    tables = [{"name": name, **markdown_page((out_dir / f"{name}.md").read_text())}
+    tables = [{"name": name, **markdown_page((out_dir / f"{name}.md").read_text(encoding="utf-8"))}
               for name in PAGE_TABLES if (out_dir / f"{name}.md").is_file()]
-    figures = [{"name": name, "title": markdown_page((out_dir / f"{name}.md").read_text())["title"]
+    figures = [{"name": name, "title": markdown_page((out_dir / f"{name}.md").read_text(encoding="utf-8"))["title"]
                 if (out_dir / f"{name}.md").is_file() else name} for name in PAGE_FIGURES
                if (out_dir / f"{name}.png").is_file()]
     shown = {f"{t['name']}.md" for t in tables}

@@ -283,3 +283,20 @@ def test_page_in_a_browser(tmp_path):
     # the check can fail: a script error on the page is caught
     page.write_text(page.read_text().replace("<script>", "<script>notDefined();", 1))
     assert any("notDefined is not defined" in line for line in in_browser(page)[1])
+
+
+def test_committed_pages_need_only_committed_files():
+    """results/<profile>/index.html opens from a fresh clone: every image and link it names is in git beside it."""
+    from tests.conftest import REPO_ROOT
+
+    pages = sorted((REPO_ROOT / "results").glob("*/index.html"))
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if not pages or tracked.returncode:
+        pytest.skip("no committed page, or not a git checkout")
+    tracked = set(tracked.stdout.splitlines())
+    for page in pages:
+        refs = [attrs[key] for _, attrs in parsed(page).tags for key in ("src", "href") if key in attrs]
+        assert "claims.png" in refs, page
+        for ref in refs:
+            path = (page.parent / ref).relative_to(REPO_ROOT).as_posix()
+            assert path in tracked, f"{page.relative_to(REPO_ROOT)} names {ref}, which is not committed"
