@@ -79,7 +79,7 @@ def grouped(claims: list) -> list:
 
 
 def row_label(claim: dict) -> str:
-    """The claim id without its sweep prefix (the panel names the family); probes keep theirs (two sweeps, one panel)."""
+    """The claim id without its sweep prefix (the panel names the family); probes keep it (two sweeps, one panel)."""
     cid = claim.get("id", "?")
     for prefix, family in PREFIX_FAMILY.items():
         if family != "probes" and cid.startswith(prefix + "."):
@@ -161,7 +161,8 @@ def _panel(ax, family: str, rows: list, adjusted: bool) -> None:
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", color="#dddddd", lw=0.6)
     splits = sorted({c.get("split") for c in rows if c.get("split")})
-    ax.set_title(f"{family}" + (f" ({', '.join(splits)})" if splits else "") + f": difference in {UNIT.get(family, POINTS)}",
+    where = f" ({', '.join(splits)})" if splits else ""
+    ax.set_title(f"{family}{where}: difference in {UNIT.get(family, POINTS)}",
                  fontsize=9, loc="left")
     ax.text(1.01, -0.5, "p (Holm)" if adjusted else "p", transform=ax.get_yaxis_transform(), va="bottom",
             ha="left", fontsize=8, weight="bold")

@@ -3,6 +3,7 @@ from a fabricated profile directory (claims.json in the current schema and in th
 table1.md, a figure); the page in headless Chromium when it is installed (docs/runner.md says how)."""
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -74,7 +75,8 @@ def fabricated_claims() -> list:
               views=[seeds_view(-3.4, (-40.0, 30.0), 0.05), examples_view(-3.5, None, 0.001)]),
         claim("sec5.4.srl", "Sec. 5.4", diff=17.0, paper_diff=None,
               views=[seeds_view(17.0, (3.0, 31.0), 0.03), {"view": "examples", "unavailable": "no per-example form"}]),
-        claim("table5.layers", "probes", diff=1.7, per_seed={}, views=[examples_view(1.7, (1.0, 2.3), 0.0002, "instances")]),
+        claim("table5.layers", "probes", diff=1.7, per_seed={},
+              views=[examples_view(1.7, (1.0, 2.3), 0.0002, "instances")]),
     ]
 
 
@@ -298,5 +300,5 @@ def test_committed_pages_need_only_committed_files():
         refs = [attrs[key] for _, attrs in parsed(page).tags for key in ("src", "href") if key in attrs]
         assert "claims.png" in refs, page
         for ref in refs:
-            path = (page.parent / ref).relative_to(REPO_ROOT).as_posix()
+            path = Path(os.path.normpath(page.parent / ref.split("#")[0])).relative_to(REPO_ROOT).as_posix()
             assert path in tracked, f"{page.relative_to(REPO_ROOT)} names {ref}, which is not committed"
