@@ -302,3 +302,22 @@ def test_committed_pages_need_only_committed_files():
         for ref in refs:
             path = Path(os.path.normpath(page.parent / ref.split("#")[0])).relative_to(REPO_ROOT).as_posix()
             assert path in tracked, f"{page.relative_to(REPO_ROOT)} names {ref}, which is not committed"
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium installed (docs/runner.md: apt-get install chromium)")
+def test_committed_small_page_in_a_browser(tmp_path):
+    """results/small/index.html as a fresh clone has it, offline: no console message, the forest plot and the
+    figures load, Table 1 is there, the filter works on its 47 claims."""
+    from tests.conftest import REPO_ROOT
+
+    small = REPO_ROOT / "results" / "small"
+    if not (small / "index.html").is_file():
+        pytest.skip("results/small/index.html is not built")
+    for name in ["index.html"] + [p.name for p in small.glob("*.png")]:
+        shutil.copy(small / name, tmp_path / name)
+    result, console = in_browser(tmp_path / "index.html")
+    assert console == [] and result is not None, console
+    assert len(result["images"]) >= 1 and all(width > 0 for width in result["images"])
+    assert result["table1"] < result["all"] == result["reset"] and result["counter"] == str(result["table1"])
+    page = (tmp_path / "index.html").read_text()
+    assert 'id="table1"' in page and '<img src="claims.png"' in page
