@@ -179,10 +179,13 @@ def _figure(groups: list, adjusted: bool):
                              gridspec_kw={"height_ratios": heights}, layout="constrained")
     for ax, (family, rows) in zip(axes[:, 0], groups):
         _panel(ax, family, rows, adjusted)
-    handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for m, _, label in VIEW_MARKS.values()]
-    handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
+    claims = [c for _, rows in groups for c in rows]  # the legend names only what is drawn
+    handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for name, (m, _, label)
+               in VIEW_MARKS.items() if any(isinstance((view(c, name) or {}).get("diff"), (int, float)) for c in claims)]
+    if any(isinstance(c.get("paper_diff"), (int, float)) for c in claims):
+        handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
     handles += [Line2D([], [], marker="s", color=c, lw=0, ms=8, label=v) for v, c in COLOURS.items()
-                if any(claim["colour_key"] == v for _, rows in groups for claim in rows)]
+                if any(claim["colour_key"] == v for claim in claims)]
     fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
     return fig
 
