@@ -384,9 +384,13 @@ def build_tables(plan: Plan, args, argv, started: float) -> int:
 
         write_atomic(results_dir / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),
                                                             provenance_lines(provenance), profile.get("tasks")))
-    from runner.report import write_report  # the verdicts at a glance: claims.png/.svg and index.html
+    from runner.report import ReportError, write_report  # the verdicts at a glance: claims.png/.svg and index.html
 
-    write_report(results_dir, plan.profile_path.stem)
+    try:
+        write_report(results_dir, plan.profile_path.stem)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"results in {results_dir} ({provenance['wall_time_s']:.0f} s)")
     crashed = [r for r in runs if not results[r] and (run_dir[r] / "failed.json").is_file()]
     return 1 if crashed else 0

@@ -457,7 +457,9 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
         "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted test): "
             f"**{summary['supports']} supported, {summary['contradicts']} contradicted, {summary['not decidable']} not "
             f"decidable at this scale; {summary['leans against the paper']} leaning against the paper; "
-            f"{summary['differs on test']} dev verdict(s) differing on test** (Holm within each family).", "", RULE]
+            f"{summary['differs on test']} dev verdict(s) differing on test** (Holm within each family).", "",
+        "![every counted claim: the difference with its 95 % intervals over seeds and examples, by family "
+        "(runner/report.py; also in index.html)](claims.png)", "", RULE]
     extensions, notes = [], []
     for name in dict.fromkeys(c["family"] for c in claims):
         members = [c for c in claims if c["family"] == name]
