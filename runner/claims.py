@@ -272,6 +272,15 @@ def probe_claim(sweep: str, result: Optional[dict], paper: dict, better: str, wo
     return dict(claim, views=[view], still_improving=[], **stats.verdict(1, [view], ("examples",)))
 
 
+def probe_line(what: str, sweep: str, result: dict, paper: dict, better: str, worse: str) -> str:
+    """The verdict line of a probe's layer claim in its table (probes/report.py asks for it: the runner judges)."""
+    claim = probe_claim(sweep, result, paper, better, worse, what)
+    tests = "; ".join(view_text(v) for v in claim["views"]) or "no test"
+    why = f" ({claim['why']})" if claim["verdict"] == "not decidable" else ""
+    return (f"- {what}: ours {claim['ours']} ({better} vs {worse}): **{claim['verdict']}** before the correction of "
+            f"claims.md{why}. Test: {tests}.")
+
+
 def _diff(better, worse) -> Optional[float]:
     """The paper's difference in points where it prints both numbers."""
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (better, worse))

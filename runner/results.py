@@ -517,7 +517,10 @@ def build_probe(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     run_dir = Path(cells[0].run_dir) if cells else None
     result = load_result(run_dir / "result.json")[0] if run_dir is not None else None  # None: missing or cut short
     if result is not None:
-        body, status = markdown_body(result, paper.get(sweep["name"], {})), {"status": "ok", "result": result}
+        from runner.claims import probe_line
+
+        body = markdown_body(result, paper.get(sweep["name"], {}), probe_line)
+        status = {"status": "ok", "result": result}
     elif run_dir is not None and (run_dir / "failed.json").exists():
         log = (load_result(run_dir / "failed.json")[0] or {}).get("log")
         body, status = [f"crashed (see {log})"], {"status": "crashed", "log": log}

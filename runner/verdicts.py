@@ -127,6 +127,8 @@ def review(claims: List[dict], runs=None) -> Dict[str, int]:
             for field in ("views", "p", "p_holm", "p_bh", "verdict", "why", "test_view", "family_size"):
                 if field in twin:
                     claim[field] = twin[field]
+        if claim.get("test_view"):  # a claim outside the correction (an "≈" claim): its test verdict as it is
+            claim["test_view"].setdefault("differs", claim["test_view"]["verdict"] != claim["verdict"])
         claim["adjustment"] = ADJUSTMENT
         direction = claim.get("direction", 1)
         views = list(claim["views"]) + list((claim.get("test_view") or {}).get("views", []))
