@@ -156,7 +156,8 @@ def contrast(claim: dict, runs: Runs, seeds: List[int], split: str) -> dict:
     diffs = {s: sum(c * runs.value(group[s], split) for c, group in terms) for s in seeds}
     views = [stats.seed_test(diffs), _bootstrap(terms, seeds, split, runs, claim)]
     improving = sorted({group[s]["label"] for _, group in terms for s in seeds if still_improving(group[s]["result"])})
-    return dict(split=split, means=means, seeds=list(seeds), views=views, still_improving=improving,
+    return dict(split=split, means=means, seeds=list(seeds), views=views, diff=views[0]["diff"],
+                still_improving=improving,
                 **stats.verdict(claim.get("direction", 1), views, ("seeds", "examples"), improving,
                                 claim.get("kind", "better")))
 
