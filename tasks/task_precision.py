@@ -8,9 +8,13 @@ their gradients and the optimizer state stay float32 (autocast casts a copy of e
 weights never change dtype). Everything else stays float32: every module of the task model hands its output on as
 float32 (a forward hook), so the normalisations that follow a layer (allennlp's masked (log-)softmax over the
 attention and the span / answer logits, the CRF's logsumexp, ``sequence_cross_entropy_with_logits``) and the loss
-run in float32. Why the hook: on CPU, autocast runs log_softmax, softmax and logsumexp in the dtype they are given
-(measured with torch 2.9.1: a bfloat16 linear's output stays bfloat16 through all three; only the losses such as
-nll_loss and cross_entropy are on its float32 list), unlike CUDA's list, which keeps them in float32.
+run in float32. Why: on CPU, autocast runs log_softmax, softmax and logsumexp in the dtype they are given (measured
+with torch 2.9.1: a bfloat16 linear's output stays bfloat16 through all three; only losses such as nll_loss and
+cross_entropy are on its float32 list), unlike CUDA's list, which keeps them in float32. Products computed in a
+model's own forward rather than in a module (BCN's self-attention ``bmm``, allennlp-models
+biattentive_classification_network.py:268) are bfloat16 when they reach the softmax, so these three are also put on
+CPU autocast's float32 list here, as CUDA has them (a kernel for the AutocastCPU dispatch key that casts bfloat16
+inputs up; it acts only inside a CPU autocast region).
 
 The biLM keeps its own knob: under ``ELMO_PRECISION=float32`` it runs with autocast switched off inside a bfloat16
 task run (``elmo_module.precision.autocast``), and no hook is put on its modules.
@@ -40,6 +44,21 @@ def _to_float32(value: Any) -> Any:
     if isinstance(value, list):
         return [_to_float32(v) for v in value]
     return value
+
+
+def _float32_kernel(op):
+    below = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+
+    def kernel(*args, **kwargs):
+        with torch._C._ExcludeDispatchKeyGuard(below):  # then the op's own kernels, in float32
+            return op(*[_to_float32(a) for a in args], **kwargs)
+    return kernel
+
+
+_AUTOCAST_CPU = torch.library.Library("aten", "IMPL", "AutocastCPU")
+for _name, _op in (("softmax.int", torch.ops.aten.softmax.int), ("log_softmax.int", torch.ops.aten.log_softmax.int),
+                   ("logsumexp", torch.ops.aten.logsumexp.default)):
+    _AUTOCAST_CPU.impl(_name, _float32_kernel(_op))
 
 
 def _float32_output_hook(module, inputs, output):

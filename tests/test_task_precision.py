@@ -133,3 +133,26 @@ def test_the_runner_flag_sets_the_knob_of_every_run_and_leaves_the_biLM_precisio
     assert {r.knob_dict["ELMO_PRECISION"] for r in low.runs} == {"float32"}
     assert [r.cache_key for r in low.runs] == [r.cache_key for r in plain.runs]  # the same activation caches
     assert not {r.run_id for r in low.runs} & {r.run_id for r in plain.runs}
+
+
+@pytest.mark.parametrize("task,elmo", [("srl", "input"), ("snli", "both"), ("coref", "input"), ("sst", "both"),
+                                       ("squad", "both")])
+def test_every_task_trains_in_bfloat16(train_task, task, elmo):
+    """The ELMo placement of each task's Table 1 column in the small profile. BCN's self-attention product reaches
+    allennlp's masked_softmax as bfloat16 (it is computed in the model's forward, not in a module): without softmax
+    on CPU autocast's float32 list that was a TypeError from allennlp's tiny_value_of_dtype."""
+    model, directory = train_task(task, TASK_PRECISION="bfloat16", NUM_EPOCHS=1, ELMO=elmo)
+    assert (directory / "model.tar.gz").is_file()
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_softmax_log_softmax_and_logsumexp_are_float32_under_cpu_autocast():
+    import tasks.task_precision  # noqa: F401  (puts them on CPU autocast's float32 list)
+
+    a = torch.randn(2, 5, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = a.bmm(a.transpose(1, 2))  # a product in bfloat16, as BCN's self-attention
+        assert logits.dtype == torch.bfloat16
+        assert {torch.softmax(logits, -1).dtype, torch.nn.functional.log_softmax(logits, -1).dtype,
+                logits.logsumexp(-1).dtype} == {torch.float32}
+    assert torch.softmax(logits, -1).dtype == torch.bfloat16  # outside autocast nothing changes
