@@ -156,3 +156,29 @@ def test_softmax_log_softmax_and_logsumexp_are_float32_under_cpu_autocast():
         assert {torch.softmax(logits, -1).dtype, torch.nn.functional.log_softmax(logits, -1).dtype,
                 logits.logsumexp(-1).dtype} == {torch.float32}
     assert torch.softmax(logits, -1).dtype == torch.bfloat16  # outside autocast nothing changes
+
+
+def test_the_accuracy_check_profile_pairs_every_run_with_an_archived_float32_run():
+    """runner/profiles/small_task_bf16.json: NER's and SNLI's Table 1 ELMo cells of the small profile in bfloat16;
+    each run's float32 twin (the same knobs but TASK_PRECISION) is an archived run of results/small."""
+    from runner.spec import Run, expand_cells, load_profile, load_sweeps
+
+    runs_dir = REPO_ROOT / "results" / "small" / "runs"
+    if not runs_dir.is_dir():
+        pytest.skip("results/small/runs not present")
+    profile, path = load_profile("small_task_bf16")
+    cells = expand_cells(profile, load_sweeps(profile, path))
+    assert sorted((c.task, c.seed) for c in cells) == [(t, s) for t in ("ner", "snli") for s in (1, 2, 3)]
+    for cell in cells:
+        assert cell.run.knob_dict["TASK_PRECISION"] == "bfloat16"
+        twin = Run(cell.task, tuple(sorted({**cell.run.knob_dict, "TASK_PRECISION": "float32"}.items())))
+        assert (runs_dir / cell.task / f"{twin.run_id}.json").is_file(), twin.run_id
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_bfloat16_training_on_cuda_keeps_float32_master_weights(train_task):
+    model, directory = train_task("ner", {"trainer.optimizer.lr": 0.05}, TASK_PRECISION="bfloat16", NUM_EPOCHS=5,
+                                  ELMO="input", CUDA_DEVICE=0)
+    losses = _epoch_losses(directory)
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
