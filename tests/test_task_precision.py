@@ -182,3 +182,20 @@ def test_bfloat16_training_on_cuda_keeps_float32_master_weights(train_task):
     losses = _epoch_losses(directory)
     assert losses[-1] < 0.7 * losses[0], losses
     assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_the_speed_benchmark_times_each_variant_on_the_real_data(tmp_path):
+    from tests.conftest import shared_data
+    from tools.task_speed_bench import main
+
+    shared_data("sst_trees", "train.txt")
+    out = tmp_path / "bench.json"
+    main(["--tasks", "sst", "--batches", "1", "--warmup", "0", "--variants", "float32,bfloat16+cache,float32-packed",
+          "--out", str(out)])
+    result = json.loads(out.read_text())["results"][0]
+    assert result["task"] == "sst" and result["ratios_against"] == "float32-packed"
+    assert set(result["variants"]) == {"float32", "bfloat16+cache", "float32-packed"}
+    assert all(v["s_per_batch"] > 0 and len(v["losses"]) == 1 for v in result["variants"].values())
+    # the same initial weights and batch: the first losses agree to bfloat16's rounding
+    losses = [v["losses"][0] for v in result["variants"].values()]
+    assert max(losses) - min(losses) <= 0.05 * max(losses), losses
