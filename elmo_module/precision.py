@@ -29,9 +29,13 @@ def check_precision(precision: str, device: str = "cpu", what: str = "--precisio
 
 
 def autocast(precision: str, device_type: str) -> ContextManager:
-    """The context the biLM's forward (or a training step's forward) runs in."""
+    """The context the biLM's forward (or a training step's forward) runs in. float32 inside an enclosing autocast
+    (a task model trained with TASK_PRECISION=bfloat16, tasks/task_precision.py) switches it off, so that each knob
+    decides its own part; with none enclosing, float32 enters nothing."""
     if precision == "bfloat16":
         return torch.autocast(device_type, dtype=torch.bfloat16)
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
     return nullcontext()
 
 

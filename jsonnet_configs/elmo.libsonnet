@@ -151,8 +151,11 @@ local orDefault(value, default) = if value == '' then default else value;
   // run's per-example dev and test predictions for the significance tests (tasks/predictions.py); the random
   // generators' states in every checkpoint, so that a resumed run goes on as if never stopped
   // (tasks/checkpoint_loading.py).
+  // TASK_PRECISION=bfloat16: the trainer's forward passes under bfloat16 autocast (tasks/task_precision.py); absent in
+  // float32, so a float32 run's config is the one it was before the knob.
   callbacks: [{ type: 'unit_predictions' }, { type: 'random_state' }]
              + (if self.use_elmo then [{ type: 'elmo_mix_weights' }] else [])
+             + (if knob('TASK_PRECISION') == 'bfloat16' then [{ type: 'task_precision', precision: 'bfloat16' }] else [])
              + (if knob('WANDB') == 'true' then [$.wandb_callback] else []),
   // allennlp's wandb callback (works with WANDB_MODE=offline).
   wandb_callback: { type: 'wandb', summary_interval: 10, should_log_parameter_statistics: false },

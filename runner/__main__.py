@@ -52,6 +52,9 @@ def parse_args(argv=None):
     p.add_argument("--no-cache", action="store_true", help="run the biLM in every run instead of caching its layers")
     p.add_argument("--precision", choices=("float32", "bfloat16"), help="the biLM's matrix products in every ELMo "
                    "run and activation cache: sets the knob ELMO_PRECISION (default: the profile's, else float32)")
+    p.add_argument("--task-precision", choices=("float32", "bfloat16"), help="the task model's training and dev "
+                   "passes in every run, baselines too: sets the knob TASK_PRECISION (default: the profile's, else "
+                   "float32); independent of --precision, which is the biLM's and its activation cache's")
     p.add_argument("--runs-dir", help="default: runs/PROFILE")
     p.add_argument("--results-dir", help="default: results/PROFILE")
     p.add_argument("--cache-dir", default=str(REPO / "cache" / "elmo"))
@@ -200,6 +203,8 @@ def make_plan(args) -> Plan:
     profile, profile_path = load_profile(args.profile)
     if args.precision:  # a knob like any other: it enters the runs' identity and their result.json
         profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
+    if args.task_precision:
+        profile.setdefault("knobs", {})["TASK_PRECISION"] = args.task_precision
     only = args.only.split(",") if args.only else None
     check_only(profile, only)
     # Results are always built for every sweep of the profile (summary.json and the tables stay in step);

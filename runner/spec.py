@@ -29,7 +29,7 @@ class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
 
-LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION")
+LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION", "TASK_PRECISION")
 
 
 @dataclass(frozen=True)

@@ -20,3 +20,4 @@ from tasks import snli, sst  # noqa: E402,F401
 from tasks import squad  # noqa: E402,F401
 from tasks import coref, srl  # noqa: E402,F401
 from tasks import predictions  # noqa: E402,F401  (the unit_predictions callback)
+from tasks import task_precision  # noqa: E402,F401  (the task_precision callback: TASK_PRECISION)

@@ -28,6 +28,9 @@ KNOBS = {
     "ELMO_CACHE": "",
     # the biLM's matrix products: float32 | bfloat16 (elmo_module/precision.py; the activation cache records it)
     "ELMO_PRECISION": "float32",
+    # the task model's training and dev passes: float32 | bfloat16 (autocast, float32 master weights, float32
+    # normalisations and loss: tasks/task_precision.py)
+    "TASK_PRECISION": "float32",
     "SEED": "13370",
     # seeded random subsample of the training set (Figure 1 goes down to 0.001)
     "TRAIN_FRACTION": "1.0",
@@ -99,6 +102,7 @@ RULES = {
     "ELMO_LAMBDA": _number(0, low_open=False),
     "ELMO_LAYER_NORM": _one_of("false", "true"),
     "ELMO_PRECISION": _one_of("float32", "bfloat16"),
+    "TASK_PRECISION": _one_of("float32", "bfloat16"),
     "SEED": _number(0, low_open=False, integer=True),
     "TRAIN_FRACTION": _number(0, 1),
     "SST_PHRASES": _one_of("true", "false"),
