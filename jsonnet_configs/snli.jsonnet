@@ -23,9 +23,7 @@ local weight_l2 = if paper_elmo_model then [
   ['.*linear_layers.*weight', { type: 'l2', alpha: 0.0001 }],
 ] else [];
 
-// unpacked_lstm: allennlp's 'lstm' without a PackedSequence on CPU (tasks/unpacked_rnn.py): the packed one took 2.5x
-// as long per step at these sizes and did not speed up in bfloat16 (docs/speed.md, "The task models in bfloat16").
-local lstm(input_dim) = { type: 'unpacked_lstm', input_size: input_dim, hidden_size: hidden, bidirectional: true };
+local lstm(input_dim) = { type: 'lstm', input_size: input_dim, hidden_size: hidden, num_layers: 1, bidirectional: true };
 
 elmo.experiment(reader,
                 train='tasks/snli/sample_data/train.jsonl',
@@ -38,7 +36,7 @@ elmo.experiment(reader,
     // ELMo dropout 0 as esim_elmo: ESIM's variational dropout 0.5 on the embeddings covers it.
     text_field_embedder: { token_embedders: elmo.embedders({ tokens: word_embedding }, dropout=0.0) },
     encoder: elmo.output_encoder(elmo.input_sized(
-      { type: 'unpacked_lstm', hidden_size: hidden, bidirectional: true }, word_embedding.embedding_dim)),
+      { type: 'lstm', hidden_size: hidden, num_layers: 1, bidirectional: true }, word_embedding.embedding_dim)),
     matrix_attention: { type: 'dot_product' },
     projection_feedforward: { hidden_dims: hidden, num_layers: 1, activations: 'relu' },
     inference_encoder: lstm(hidden),

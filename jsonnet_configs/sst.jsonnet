@@ -28,10 +28,9 @@ elmo.experiment(reader(std.parseJson(std.extVar('SST_PHRASES'))),
     text_field_embedder: { token_embedders: elmo.embedders({ tokens: word_embedding }, dropout=0.0) },
     embedding_dropout: 0.5,
     pre_encode_feedforward: { num_layers: 1, hidden_dims: [hidden], activations: ['relu'], dropout: [0.25] },
-    // unpacked_lstm: allennlp's 'lstm' without a PackedSequence on CPU (tasks/unpacked_rnn.py; docs/speed.md)
-    encoder: { type: 'unpacked_lstm', input_size: hidden, hidden_size: hidden, bidirectional: true },
+    encoder: { type: 'lstm', input_size: hidden, hidden_size: hidden, num_layers: 1, bidirectional: true },
     integrator: elmo.output_encoder(
-      { type: 'unpacked_lstm', input_size: 6 * hidden, hidden_size: hidden, bidirectional: true }),
+      { type: 'lstm', input_size: 6 * hidden, hidden_size: hidden, num_layers: 1, bidirectional: true }),
     integrator_dropout: 0.1,
     output_layer: {
       num_layers: 3,

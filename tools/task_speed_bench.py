@@ -41,8 +41,9 @@ sys.path.insert(0, str(REPO))
 
 TASKS = ("srl", "snli", "coref", "ner", "sst", "squad")
 VARIANTS = ("float32", "float32+cache", "bfloat16", "bfloat16+cache", "float32-packed")
-# float32-packed: SNLI's and SST-5's LSTMs as the small profile's runs had them, allennlp's packed 'lstm' (the configs
-# now use unpacked_lstm on CPU: tasks/unpacked_rnn.py); the other tasks' configs are unchanged, so it is float32 there
+# float32-packed: SNLI's and SST-5's LSTMs as their configs have them, allennlp's packed 'lstm'; the other variants of
+# these two tasks swap in unpacked_lstm (tasks/unpacked_rnn.py, the same parameters: _unpack), a change the configs do
+# not make (it would change the small profile's float rounding); elsewhere float32-packed is float32
 PACKED_BEFORE = ("snli", "sst")
 PHASES = ("data", "forward", "backward", "step")
 GLOVE_DIM = {"squad": 300, "snli": 300, "coref": 300, "sst": 300, "srl": 100, "ner": 50}
@@ -117,22 +118,24 @@ def build_cache(batches, knobs: dict, directory: Path):
     return len(sentences), time.perf_counter() - started
 
 
-def _pack(config):
-    """Every unpacked_lstm of a model config back to allennlp's packed 'lstm' (the same parameters and names)."""
+def _unpack(config):
+    """Every one-layer allennlp 'lstm' of a model config as 'unpacked_lstm' (tasks/unpacked_rnn.py: the same
+    parameters and names, on CPU without a PackedSequence)."""
     if isinstance(config, dict):
-        if config.get("type") == "unpacked_lstm":
-            config.update(type="lstm", num_layers=1)
+        if config.get("type") == "lstm" and config.get("num_layers", 1) == 1:
+            config.pop("num_layers", None)
+            config["type"] = "unpacked_lstm"
         for value in config.values():
-            _pack(value)
+            _unpack(value)
     elif isinstance(config, list):
         for value in config:
-            _pack(value)
+            _unpack(value)
 
 
 class Variant:
     """One model and optimizer trained the way the trainer trains it, in one precision."""
 
-    def __init__(self, name, params, vocab, cache_dir):
+    def __init__(self, name, params, vocab, cache_dir, task=""):
         from allennlp.common import Params
         from allennlp.models import Model
         from allennlp.training.optimizers import Optimizer
@@ -141,8 +144,8 @@ class Variant:
 
         self.name, self.precision = name, name.split("+")[0]
         model_params = copy.deepcopy(params.get("model").as_dict())
-        if name == "float32-packed":
-            _pack(model_params)
+        if task in PACKED_BEFORE and name != "float32-packed":
+            _unpack(model_params)
         if name.endswith("+cache"):
             for embedder in model_params["text_field_embedder"]["token_embedders"].values():
                 if embedder.get("type") == "elmo_module":
@@ -200,7 +203,7 @@ def bench_task(task, args, bilm, glove, workdir: Path):
     n_sentences, build_s = (build_cache(batches, knobs, cache_dir) if any("cache" in v for v in args.variants)
                             else (0, 0.0))
     names = [n for n in args.variants if n != "float32-packed" or task in PACKED_BEFORE]
-    variants = [Variant(name, params, vocab, cache_dir) for name in names]
+    variants = [Variant(name, params, vocab, cache_dir, task) for name in names]
     profiled = args.profile.split(":") if args.profile else None
     profiler = cProfile.Profile()
     losses = {v.name: [] for v in variants}
