@@ -426,14 +426,22 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
 
 def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
             address: Optional[str] = None, cpus_per_run: float = 1, gpus_per_run: float = 0) -> None:
-    """The same runs as tasks on Ray: a local Ray instance by default, ``address`` for a cluster (the repository
-    and the run directories must be at the same paths on every node, e.g. a shared file system)."""
+    """The same runs as tasks on Ray: a local Ray instance of its own by default, ``address`` (or RAY_ADDRESS) for a
+    cluster (the repository and the run directories must be at the same paths on every node, e.g. a shared file
+    system), which it names. Ray's default (address=None) joins the cluster its temp directory records
+    (ray_current_cluster) if there is one: a leftover `ray start --head` got the sweep, a dead one hung it
+    (600 s, 2026-11-29); "local" always starts a new instance (ray/_private/services.py
+    canonicalize_bootstrap_address)."""
     import ray
 
-    if address is None:  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
         os.environ.setdefault("RAY_worker_niceness", "0")  # work they got ~4 % of a core here (the local executor: 0)
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
-             runtime_env={"env_vars": {"PYTHONPATH": child_pythonpath()}})
+    context = ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
+                       runtime_env={"env_vars": {"PYTHONPATH": child_pythonpath()}})
+    where = "a local instance of its own" if address == "local" else f"the cluster at {address}"
+    print(f"runner: ray: {where} ({getattr(context, 'address_info', {}).get('gcs_address', '?')}, "
+          f"{ray.cluster_resources().get('CPU', 0):g} CPUs)", flush=True)
     remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)
     pending = {remote.remote(j["task"], j["knobs"], j["run_dir"], j["extra_env"], keep_models): j for j in jobs}
     try:

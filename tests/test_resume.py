@@ -275,3 +275,71 @@ def test_a_killed_and_resumed_run_trains_exactly_as_the_uninterrupted_one(killed
                  for key in ("training_loss", "validation_loss")} for epoch in range(5)]
 
     assert losses(seen["run_dir"]) == losses(seen["alone_dir"])
+
+
+@pytest.fixture(scope="module")
+def first_epoch_best(tmp_path_factory):
+    """A 4-epoch NER run whose first epoch stays its best (dev F1 11.1, then 0: tiny model, bundled sample x 30,
+    seed 1), trained once uninterrupted, and once stopped by a real signal as soon as its checkpoint after epoch 1
+    loads, then finished by a second runner: SIGTERM to the runner alone (it stops its training, as a scheduler's
+    stop does) and SIGKILL to its process group (a session's end). Returns the run directories."""
+    tmp = tmp_path_factory.mktemp("first_epoch")
+    data = tmp / "train.txt"
+    data.write_text(NER_TRAIN.read_text() * 30)
+    runs = {}
+    for case in ("uninterrupted", "SIGTERM", "SIGKILL"):
+        path = write_profile(tmp / case, knobs={"SIZE": "tiny", "NUM_EPOCHS": "4"},
+                             task_knobs={"ner": {"TRAIN_PATH": str(data)}}) if (tmp / case).mkdir() is None else None
+        env, _, a = _start_runner(tmp / case, path)
+        try:
+            deadline = time.time() + 300
+            while case != "uninterrupted":
+                states = list((tmp / case / "runs").glob("ner/*/model/training_state_e1_b0.th"))
+                if states and _loads(states[0]):
+                    (a.send_signal if case == "SIGTERM" else lambda s: os.killpg(a.pid, s))(getattr(signal, case))
+                    break
+                assert a.poll() is None and time.time() < deadline, "the first runner ended or did not train"
+                time.sleep(0.05)
+            out, err = a.communicate(timeout=300)
+        finally:
+            if a.poll() is None:
+                os.killpg(a.pid, signal.SIGKILL)
+                a.wait()
+        assert a.returncode == {"uninterrupted": 0, "SIGTERM": 143, "SIGKILL": -9}[case], out[-2000:] + err[-2000:]
+        if case != "uninterrupted":
+            with pytest.MonkeyPatch.context() as patch:  # the second runner in this process; in a working tree with
+                patch.setattr(resume, "_same_code_between", lambda a, b: True)  # changes, both record them
+                for name, value in env.items():
+                    patch.setenv(name, value)
+                assert runner_main.main([*runner_args(tmp / case, path), "--jobs", "1"]) == 0
+        [runs[case]] = [p.parent for p in (tmp / case / "runs").glob("ner/*/result.json")]
+    return runs
+
+
+def _loads(path) -> bool:
+    import torch
+
+    try:
+        torch.load(path, map_location="cpu", weights_only=False)
+        return True
+    except Exception:  # noqa: BLE001  (still being written)
+        return False
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_run_stopped_after_its_first_epoch_tests_its_best_epoch(first_epoch_best, stop):
+    """Stopped once its checkpoint after epoch 1 existed, the run was tested on its last epoch's weights when the
+    first stayed the best (allennlp's first checkpoint names no best model): SST-5 ELMo seed 3, test 30.0 -> 23.0,
+    and its predictions refused (2026-11-29). Resumed, it is the run never stopped: every metric, epoch and
+    prediction."""
+    alone, resumed = first_epoch_best["uninterrupted"], first_epoch_best[stop]
+    a, b = (json.loads((d / "result.json").read_text()) for d in (alone, resumed))
+    assert a["metrics"]["best_epoch"] == 0 and len(a["epochs"]) == 4  # the case: the first epoch stays the best
+    assert [x["from_epoch"] for x in b["attempts"]] == [0, 1]  # resumed from the checkpoint after epoch 1
+    metrics = [{k: v for k, v in r["metrics"].items() if k.startswith(("best_", "training_", "validation_", "test_"))
+                and "memory" not in k and k != "training_duration"} for r in (a, b)]
+    assert metrics[0] == metrics[1] and metrics[0]["test_loss"]
+    assert (b["dev"], b["test"], b["epochs"]) == (a["dev"], a["test"], a["epochs"])
+    assert "problem" not in b["predictions"] and b["predictions"]["units"] == a["predictions"]["units"]
+    splits = [json.loads(gzip.decompress((d / execute.PREDICTIONS).read_bytes()))["splits"] for d in (alone, resumed)]
+    assert splits[0] == splits[1]
