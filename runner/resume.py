@@ -67,7 +67,8 @@ def _same_code_between(last: dict, started: dict) -> bool:
     return a is not None and b is not None and _same_training_code(a, b)
 
 
-def _keep_best(model_dir: Path, epochs: int, state_path: Path, training_state: dict, model_state: dict) -> Optional[str]:
+def _keep_best(model_dir: Path, epochs: int, state_path: Path, training_state: dict,
+               model_state: dict) -> Optional[str]:
     """Makes the checkpoint after ``epochs`` epochs give the best epoch's model at the end of the training, or says
     why it cannot. allennlp (gradient_descent_trainer.py, _try_train) writes the checkpoint before it names best.th
     in its state: the checkpoint of the epoch that is the best so far names the one before (after the first epoch:

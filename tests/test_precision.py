@@ -273,7 +273,8 @@ def test_the_precision_knob_leaves_the_baselines_identity_alone():
     from runner.spec import expand_cells
 
     sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["ner"], "seeds": {"default": 1},
-             "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}}]}
+             "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}},
+                         {"label": "ELMo", "knobs": {"ELMO": "input"}}]}
     runs = {precision: {c.column: c.run for c in expand_cells({"knobs": {"ELMO_PRECISION": precision}}, [sweep])}
             for precision in ("float32", "bfloat16")}
     assert runs["bfloat16"]["baseline"] == runs["float32"]["baseline"]
