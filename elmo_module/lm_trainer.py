@@ -187,8 +187,10 @@ class LmTrainer:
 
     def restore(self, checkpoint: dict, source: str) -> None:
         """Continue from ``checkpoint`` (already checked by ``read_checkpoint``)."""
-        for key in ("batch_size", "unroll", "seed", "vocab_size", "min_count"):  # the data stream, where it stopped,
-            if key not in checkpoint["settings"]:  # the softmax's rows (checkpoints before the vocabulary's keys)
+        # the data stream, where it stopped, the softmax's rows, and the precision of the steps so far (bfloat16's
+        # are not float32's: a resume at the other one went on silently, half one and half the other, until 2026-11-29)
+        for key in ("batch_size", "unroll", "seed", "vocab_size", "min_count", "precision"):
+            if key not in checkpoint["settings"]:  # (checkpoints before the vocabulary's keys)
                 continue
             then, now = checkpoint["settings"][key], getattr(self.settings, key)
             if then != now:

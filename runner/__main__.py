@@ -201,7 +201,7 @@ def make_plan(args) -> Plan:
     """The profile and its sweeps, checked against the schema (SpecError), expanded into cells and runs."""
     check_flags(args)
     profile, profile_path = load_profile(args.profile)
-    if args.precision:  # a knob like any other: it enters the runs' identity and their result.json
+    if args.precision:  # a knob like any other: it enters the ELMo runs' identity (spec.py without_idle_knobs)
         profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
     if args.task_precision:
         profile.setdefault("knobs", {})["TASK_PRECISION"] = args.task_precision

@@ -4,7 +4,7 @@ A run directory holds ``log.txt`` (the run's full output, progress bars included
 serialization dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it
 starts) and, once finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if
 and only if that file holds a complete JSON result. Anything else is unfinished and is started again, from its last
-epoch checkpoint where it can (``attempts.json``, _resume_from) or from scratch; a crash leaves ``failed.json``
+epoch checkpoint where it can (``attempts.json``, runner/resume.py) or from scratch; a crash leaves ``failed.json``
 (removed again when the run later finishes: a result always wins).
 
 Interrupts: ``stop_runs()`` (called on Ctrl-C or a full disk) terminates every training this process started and
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from runner.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt
+from runner.resume import ATTEMPTS, _differs_from_head, _resume_from, resume_cache, training_code_changed
 from runner.spec import REPO
 
 INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
@@ -150,16 +151,6 @@ def hardware() -> str:
 CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")
 
 
-def _differs_from_head(tracked: Sequence[str], untracked: Sequence[str], repo: Path) -> bool:
-    """Whether a tracked file under the pathspecs ``tracked`` differs from HEAD, or git does not know yet (and does
-    not ignore) a file under ``untracked``. Raises OSError or CalledProcessError where git cannot tell."""
-    changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *tracked], cwd=repo,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
-    new = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--", *untracked], cwd=repo,
-                                  text=True, stderr=subprocess.DEVNULL).strip()
-    return changed or bool(new)
-
-
 def git_commit(repo: Path = REPO) -> str:
     """HEAD's short hash, with "+changes" when the code differs from it: a tracked file changed (results/ excluded:
     the runner itself writes there while it works) or a file git does not know yet (and does not ignore) in a code
@@ -192,128 +183,6 @@ def train_command(task: str, model_dir: Path) -> List[str]:
     return [sys.executable, "-m", "allennlp", "train", str(config), "-s", str(model_dir), *INCLUDES]
 
 
-ATTEMPTS = "attempts.json"  # beside log.txt: each start of an unfinished run (_resume_from)
-TRAINING_CODE = ("elmo_module", "tasks", "jsonnet_configs")  # what an allennlp training of ours imports and reads
-
-
-def training_code_changed(repo: Path = REPO) -> bool:
-    """Whether the code a training reads (TRAINING_CODE) differs from HEAD: a tracked change or a file git does not
-    know yet. An edit elsewhere (a README, the runner) makes git_commit() "+changes" but leaves this False."""
-    try:
-        return _differs_from_head(TRAINING_CODE, TRAINING_CODE, repo)
-    except (OSError, subprocess.CalledProcessError):
-        return True
-
-
-def _same_training_code(commit_a: str, commit_b: str, repo: Path = REPO) -> bool:
-    """Whether two clean commits (git_commit()) hold the same code for a training (TRAINING_CODE)."""
-    if "+changes" in commit_a or "+changes" in commit_b or "unknown" in (commit_a, commit_b):
-        return False
-    return subprocess.run(["git", "diff", "--quiet", commit_a, commit_b, "--", *TRAINING_CODE], cwd=repo,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-
-
-def _trained_with(attempt: dict) -> Optional[str]:
-    """The commit whose TRAINING_CODE an attempt trained with, or None where it had changes of its own there. Records
-    from before ``training_code_changed`` was kept count any "+changes" (then: any edit, a README's too)."""
-    commit = attempt["commit"]
-    if attempt.get("training_code_changed", "+changes" in commit):
-        return None
-    return commit.replace("+changes", "")
-
-
-def _same_code_between(last: dict, started: dict) -> bool:
-    """Whether two attempts of a run train with the same code. Until 2026-11-28 an uncommitted README edit made a
-    run that was cut off start over (an hour of two SQuAD runs lost): only TRAINING_CODE counts."""
-    a, b = _trained_with(last), _trained_with(started)
-    return a is not None and b is not None and _same_training_code(a, b)
-
-
-def _last_checkpoint(model_dir: Path) -> Optional[int]:
-    """Epochs completed at the newest checkpoint of allennlp's in ``model_dir`` whose two files load (a training
-    killed while writing one leaves it cut short: that one is removed and the one before is used), or None.
-    allennlp links ``best.th`` to the newest model state only after writing the checkpoint
-    (gradient_descent_trainer.py, _try_train): when the checkpoint's own epoch is the best so far, best.th is made
-    that state here, so that a kill between the two cannot leave the test evaluated on an older best."""
-    import torch
-
-    states = {}
-    for path in model_dir.glob("training_state_e*_b0.th"):
-        match = re.fullmatch(r"training_state_e(\d+)_b0\.th", path.name)
-        if match:
-            states[int(match.group(1))] = path
-    for epochs in sorted(states, reverse=True):
-        files = [states[epochs], model_dir / f"model_state_e{epochs}_b0.th"]
-        try:
-            training_state, model_state = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
-        except Exception:  # noqa: BLE001  (a cut-short file: any unpickling error)
-            for f in files:
-                f.unlink(missing_ok=True)
-            continue
-        training_state = training_state if isinstance(training_state, dict) else {}
-        best, partial = model_dir / "best.th", model_dir / "best.th.partial"
-        average = (training_state.get("moving_average") or {}).get("shadows")
-        if (training_state.get("metric_tracker") or {}).get("best_epoch") == epochs - 1:
-            if average:  # allennlp saves the best model with the averaged weights (SQuAD: document-qa's average)
-                torch.save({**model_state, **average}, partial)
-                os.replace(partial, best)
-            elif not (best.is_file() and best.samefile(files[1])):
-                shutil.copyfile(files[1], partial)
-                os.replace(partial, best)
-        return epochs
-    return None
-
-
-def _resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int]]:
-    """The earlier attempts of an unfinished run, and the epochs completed at the checkpoint the next attempt goes on
-    from (``allennlp train --recover``), or None to start from scratch. A run goes on only from a checkpoint made with
-    the same knobs, the same input files (inputs.json), the same machine and torch (hardware()) and the same
-    training code (TRAINING_CODE unchanged from commits that hold the same of it: results committed or a README
-    edited between sessions change nothing, _same_code_between): so that a
-    run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch. allennlp restores the
-    weights, optimizer, learning-rate schedule, early-stopping state and the best model so far; the random_state
-    callback (tasks/checkpoint_loading.py) the random generators, so the run goes on as if never stopped.
-    ``started``: the attempt about to start (its commit, hardware, knobs, inputs)."""
-    if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
-        return [], None
-    try:
-        attempts = json.loads((run_dir / ATTEMPTS).read_text())
-        last = attempts[-1]
-        if (all(last.get(key) == started[key] for key in ("knobs", "inputs", "hardware"))
-                and _same_code_between(last, started)):
-            epochs = _last_checkpoint(run_dir / "model")
-            if epochs:
-                return attempts, epochs
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        pass
-    return [], None
-
-
-def _recorded_cache(model_dir: Path) -> Optional[str]:
-    """The activation cache (ELMO_CACHE; '' for none) that a run's checkpoints were trained with, from the config
-    allennlp saved beside them, or None if that names no elmo_module embedder."""
-    from runner.cache import elmo_embedder
-
-    try:
-        embedder = elmo_embedder(json.loads((model_dir / "config.json").read_text()))
-    except (OSError, ValueError):
-        return None
-    return None if embedder is None else embedder.get("cache_dir") or ""
-
-
-def _resume_cache(model_dir: Path, extra_env: Dict[str, str]) -> Optional[Dict[str, str]]:
-    """``extra_env`` for a run going on from its checkpoint, or None if it cannot go on. `allennlp train --recover`
-    refuses a configuration other than the one the run started with, and the activation cache's path is in it: a
-    cache built afresh under another name since (its key changed, runner/cache.py) would crash the run at once. The
-    run goes on with the cache it started with while that is still whole (the same biLM layers of the same texts)."""
-    recorded, given = _recorded_cache(model_dir), extra_env.get("ELMO_CACHE", "")
-    if recorded is None or recorded == given:
-        return extra_env
-    if recorded and not (Path(recorded) / "meta.json").is_file():
-        return None
-    return {**extra_env, "ELMO_CACHE": recorded}
-
-
 def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
     """The attempt about to start: the code the training reads as it starts, the machine, knobs and inputs."""
     inputs_path = run_dir / "inputs.json"
@@ -344,10 +213,12 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
         return {"status": "interrupted"}
     model_dir = run_dir / "model"
     attempt = _attempt(run_dir, knobs)
-    attempts, resume = _resume_from(run_dir, attempt)
+    attempts, resume, why = _resume_from(run_dir, attempt)
     if resume is not None:
-        resumed_env = _resume_cache(model_dir, extra_env)
+        resumed_env, why = resume_cache(model_dir, extra_env)
         resume, extra_env = (resume, resumed_env) if resumed_env is not None else (None, extra_env)
+    if why:  # an earlier attempt's work is thrown away: never without a word (runner/resume.py)
+        print(f"runner: {task} {run_dir.name} starts from scratch: {why}", flush=True)
     if resume is None:
         shutil.rmtree(model_dir, ignore_errors=True)
         attempts = []
@@ -367,7 +238,9 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     with open(log, "a" if resume else "w") as out:
         if resume:
             out.write(f"\n# attempt {len(attempts)}: goes on from the checkpoint after epoch {resume} "
-                      f"(runner/execute.py _resume_from)\n")
+                      f"(runner/resume.py _resume_from)\n")
+        elif why:
+            out.write(f"# starts from scratch: {why} (runner/resume.py _resume_from)\n")
         out.write(f"# {' '.join(command)}\n# knobs: {json.dumps(knobs, sort_keys=True)}\n")
         out.flush()
         with _live_lock:  # checked and registered together: a run starting during stop_runs() is not missed
@@ -571,14 +444,22 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
 
 def run_ray(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool = False,
             address: Optional[str] = None, cpus_per_run: float = 1, gpus_per_run: float = 0) -> None:
-    """The same runs as tasks on Ray: a local Ray instance by default, ``address`` for a cluster (the repository
-    and the run directories must be at the same paths on every node, e.g. a shared file system)."""
+    """The same runs as tasks on Ray: a local Ray instance of its own by default, ``address`` (or RAY_ADDRESS) for a
+    cluster (the repository and the run directories must be at the same paths on every node, e.g. a shared file
+    system), which it names. Ray's default (address=None) joins the cluster its temp directory records
+    (ray_current_cluster) if there is one: a leftover `ray start --head` got the sweep, a dead one hung it
+    (600 s, 2026-11-29); "local" always starts a new instance (ray/_private/services.py
+    canonicalize_bootstrap_address)."""
     import ray
 
-    if address is None:  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":  # Ray starts its workers, and so the trainings they start, at nice 15: beside any other
         os.environ.setdefault("RAY_worker_niceness", "0")  # work they got ~4 % of a core here (the local executor: 0)
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
-             runtime_env={"env_vars": {"PYTHONPATH": child_pythonpath()}})
+    context = ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
+                       runtime_env={"env_vars": {"PYTHONPATH": child_pythonpath()}})
+    where = "a local instance of its own" if address == "local" else f"the cluster at {address}"
+    print(f"runner: ray: {where} ({getattr(context, 'address_info', {}).get('gcs_address', '?')}, "
+          f"{ray.cluster_resources().get('CPU', 0):g} CPUs)", flush=True)
     remote = ray.remote(execute_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)
     pending = {remote.remote(j["task"], j["knobs"], j["run_dir"], j["extra_env"], keep_models): j for j in jobs}
     try:

@@ -407,6 +407,16 @@ def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) ->
     return knobs
 
 
+def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
+    """A run's knobs with those that cannot change it at their defaults, so that they do not enter its identity: a
+    baseline (ELMO=none) runs no biLM, and `--precision bfloat16` gave every baseline a new run id (each trained
+    twice, the same numbers). Only ELMO_PRECISION (a LATER_KNOBS knob, absent from every archived id): the other ELMo
+    knobs stay, as archived baselines' ids hold them."""
+    if knobs.get("ELMO") == "none":
+        return {**knobs, "ELMO_PRECISION": KNOBS["ELMO_PRECISION"]}
+    return knobs
+
+
 def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
     """Every (sweep, task, column, x, seed) cell with the run that fills it."""
     cells = []
@@ -427,7 +437,7 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
                         if x is not None:
                             settings.update(axis.get("knobs", {}).get(str(x), {}), **{axis["knob"]: str(x)})
                         where = f"sweep '{sweep['name']}', column '{column['label']}'"
-                        knobs = run_knobs(profile, task, settings, where)
+                        knobs = without_idle_knobs(run_knobs(profile, task, settings, where))
                         run = Run(task, tuple(sorted(knobs.items())))
                         cells.append(Cell(sweep["name"], task, column["label"], x, seed, run=run))
     return cells

@@ -449,3 +449,15 @@ def test_resume_with_another_vocabulary_size_is_a_one_line_error_naming_both(tmp
     assert "--vocab-size 20" in error and "30" in error and "checkpoint.pt" in error
     assert (tmp_path / "lm" / "weights.hdf5").read_bytes() == before
     assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--vocab-size", "20") == 0
+
+
+def test_resume_at_another_precision_is_a_one_line_error_naming_both(tmp_path, capsys):
+    """`--resume --precision float32` on a bfloat16 checkpoint went on silently: a biLM trained half one way."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "80", "--precision", "bfloat16") == 0
+    before = (tmp_path / "lm" / "weights.hdf5").read_bytes()
+    assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--precision", "float32") == 2
+    error = only_error_line(capsys)
+    assert "--precision bfloat16" in error and "float32" in error and "checkpoint.pt" in error
+    assert (tmp_path / "lm" / "weights.hdf5").read_bytes() == before
+    assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--precision", "bfloat16") == 0

@@ -73,10 +73,24 @@ def test_resume_after_kill_reruns_only_unfinished_runs(local_sweep):
 
 
 def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
+    """Without --address it starts a Ray instance of its own: Ray's default joined the cluster recorded in its temp
+    directory (ray_current_cluster), and a dead one hung this test for 600 s. Here a record pointing nowhere, in a
+    private temp directory (RAY_TMPDIR: no real cluster is touched)."""
+    import tempfile
+
     local_path, _, _ = local_sweep
     command = runner_command(tmp_path, PROFILE, "--executor", "ray", "--cpus-per-run", "1")
-    done = subprocess.run(command, cwd=REPO, env=runner_env(tmp_path), capture_output=True, text=True, timeout=600)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")  # a cluster started and gone
+    env = {k: v for k, v in runner_env(tmp_path).items() if k != "RAY_ADDRESS"}
+    try:
+        done = subprocess.run(command, cwd=REPO, env={**env, "RAY_TMPDIR": str(ray_tmp)}, capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "runner: ray: a local instance of its own" in done.stdout
     ours, local = results_of(tmp_path / "runs"), results_of(local_path / "runs")
     assert len(local) == 2 and ours == local
     strip = lambda text: [l for l in text.splitlines() if not l.startswith("- **")]  # provenance differs
@@ -84,11 +98,14 @@ def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
         strip((local_path / "results" / "table1.md").read_text())
 
 
-@pytest.mark.parametrize("address, niceness", [(None, "0"), ("ray://cluster:10001", None)])
-def test_a_local_ray_instance_runs_the_trainings_at_normal_priority(address, niceness, monkeypatch):
+@pytest.mark.parametrize("address, environment, niceness, joins", [
+    (None, None, "0", "local"), ("ray://cluster:10001", None, None, "ray://cluster:10001"),
+    (None, "10.0.0.1:6379", None, "10.0.0.1:6379")])
+def test_a_local_ray_instance_runs_the_trainings_at_normal_priority(address, environment, niceness, joins,
+                                                                   monkeypatch):
     """Ray starts its workers at nice 15, and the trainings inherit it: beside the small profile's two trainings the
     Ray test's got ~4 % of a core each and timed out. A local instance gets the local executor's 0; a cluster's own
-    setting is left alone."""
+    setting is left alone. Without --address or RAY_ADDRESS, a new local instance ("local"), never one found."""
     import ray
 
     from runner.execute import run_ray
@@ -96,14 +113,17 @@ def test_a_local_ray_instance_runs_the_trainings_at_normal_priority(address, nic
     seen = []
 
     def init(**kwargs):
-        seen.append(os.environ.get("RAY_worker_niceness"))
+        seen.append((os.environ.get("RAY_worker_niceness"), kwargs["address"]))
         raise RuntimeError("stop here")
 
     monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if environment:
+        monkeypatch.setenv("RAY_ADDRESS", environment)
     monkeypatch.setattr(ray, "init", init)
     with pytest.raises(RuntimeError, match="stop here"):
         run_ray([], lambda job, status: None, address=address)
-    assert seen == [niceness]
+    assert seen == [(niceness, joins)]
 
 
 def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
