@@ -1,0 +1,192 @@
+"""Each dataset of the small and probes_small profiles, made from its public origin (runner/data.py fetches and checks).
+
+A dataset is a folder under DATA_DIR (a *unit*: ``wsd/semcor`` and ``wsd/eval`` are two). Its ``origins`` are
+``owner/repo@commit:path`` (a file of a public GitHub repository at a pinned commit) or a URL with the sha256 of its
+bytes; its ``convert(get)`` reads them with ``get(origin) -> bytes`` and returns ``{path under DATA_DIR: bytes}``.
+The rules are those of ../shared/data's README.md, MANIFEST.tsv and SOURCES.md files; runner/data_manifest.tsv holds
+the sha256 each output must have. A dataset whose conversion is not written here has ``convert = None`` and ``why``.
+"""
+import io
+import json
+import re
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+Get = Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    unit: str  # the folder under DATA_DIR
+    licence: str  # printed once per fetch: the licence stays the origin's
+    origins: Tuple[str, ...]
+    convert: Optional[Callable[[Get], Dict[str, bytes]]]
+    why: str = ""  # for convert None: why there is no conversion here yet
+
+
+def _copy(unit: str, pairs) -> Callable[[Get], Dict[str, bytes]]:
+    """Files used unchanged: (origin, name under the unit)."""
+    return lambda get: {f"{unit}/{name}": get(origin) for origin, name in pairs}
+
+
+# ---------------------------------------------------------------- CoNLL-2003, SST, the Raganato WSD sets: unchanged
+
+CONLL = "suryasumukh/conll-ner@18d3e43a09247adaa9ec088485a087d5ffa758a6:data/"
+CONLL_FILES = [(CONLL + f, f) for f in ("eng.train", "eng.testa", "eng.testb")]
+
+SST = "TranVuDucHuy/BERT-SimCSE-SMART@f3ae1ba37209072661aa7ca92ab2ba5a3dc77849:data/trees/"
+# train.txt from another copy: the one above has a 2-byte corruption ('R  ock') on its line 1 (MANIFEST.tsv)
+SST_FILES = [("iron-fe/rntn_on_Spark@c42e0605cdc05ea9526ae4d93ade1d6ced1a562e:trees/train副本.txt", "train.txt"),
+             (SST + "dev.txt", "dev.txt"), (SST + "test.txt", "test.txt")]
+
+RAGANATO = "HSLCY/GlossBERT@64d282d5bae75064fc1a0b35fae8b250538411ec:Evaluation_Datasets/"
+WSD_SETS = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
+WSD_EVAL_FILES = [(f"{RAGANATO}{s}/{s}.{ext}", f"{s}/{s}.{ext}") for s in WSD_SETS
+                  for ext in ("data.xml", "gold.key.txt")] + [(RAGANATO + "README", "README.raganato")]
+
+
+# ---------------------------------------------------------------- SNLI: e-SNLI's tokenized dev/test as jsonl
+
+ESNLI = "OanaMariaCamburu/e-SNLI@7b585a3f077fdea899780eb0473940522ae44a2e:dataset/eSNLI/"
+SNLI_ORIGINS = tuple(f"{ESNLI}{part}.{split}" for split in ("dev", "test") for part in ("s1", "s2", "labels"))
+
+
+def snli_pairs(get: Get, split: str):
+    """(gold label, premise, hypothesis) of e-SNLI's line-aligned s1/s2/labels files (SNLI 1.0's gold-labelled pairs,
+    tokenized; a trailing space on each sentence dropped)."""
+    s1, s2, labels = (get(f"{ESNLI}{part}.{split}").decode("utf-8").splitlines() for part in ("s1", "s2", "labels"))
+    if not len(s1) == len(s2) == len(labels):
+        raise ValueError(f"{ESNLI}{{s1,s2,labels}}.{split}: {len(s1)}, {len(s2)}, {len(labels)} lines, expected equal")
+    return [(g.strip(), a.strip(), b.strip()) for g, a, b in zip(labels, s1, s2) if g.strip()]
+
+
+def _jsonl(pairs, prefix: str) -> bytes:
+    # the official SNLI jsonl field names (sentence1, sentence2, gold_label); pairIDs made up: prefix + index
+    return "".join(json.dumps({"gold_label": g, "sentence1": a, "sentence2": b, "pairID": f"{prefix}{i}"}) + "\n"
+                   for i, (g, a, b) in enumerate(pairs)).encode("utf-8")
+
+
+def convert_snli(get: Get) -> Dict[str, bytes]:
+    """train = all SNLI dev pairs; dev / test = the SNLI test pairs split by premise, the first half of the distinct
+    premises (in file order, rounded down) -> dev (data/README.md: snli_small)."""
+    test = snli_pairs(get, "test")
+    premises = list(dict.fromkeys(p for _, p, _ in test))
+    first = set(premises[:len(premises) // 2])
+    return {"snli_small/train.jsonl": _jsonl(snli_pairs(get, "dev"), "dev-"),
+            "snli_small/dev.jsonl": _jsonl([t for t in test if t[1] in first], "test-a-"),
+            "snli_small/test.jsonl": _jsonl([t for t in test if t[1] not in first], "test-b-")}
+
+
+# ---------------------------------------------------------------- SQuAD 1.1: the official dev set split by article
+
+SQUAD = "rajpurkar/SQuAD-explorer@eee5fdbf62f8613a7812b03419e6b29617b74fd1:dataset/dev-v1.1.json"
+SQUAD_SPLITS = (("train", 0, 32), ("dev", 32, 40), ("test", 40, 48))  # articles in file order
+
+
+def convert_squad(get: Get) -> Dict[str, bytes]:
+    """The 48 articles of dev-v1.1.json: 1-32 train, 33-40 dev, 41-48 test; layout unchanged (json.dumps with its
+    defaults, as the official file is written: the three outputs merged give its git blob e9a3f913 back)."""
+    data = json.loads(get(SQUAD))
+    if len(data["data"]) != 48:
+        raise ValueError(f"{SQUAD}: {len(data['data'])} articles, expected 48")
+    return {f"squad_small/{name}.json": json.dumps({"data": data["data"][a:b], "version": data["version"]}).encode()
+            for name, a, b in SQUAD_SPLITS}
+
+
+# ---------------------------------------------------------------- WordNet 3.0: Debian's wordnet-base package
+
+WORDNET_DEB = ("http://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0-37_all.deb"
+               "#sha256=61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752")
+
+
+def deb_files(deb: bytes) -> Dict[str, bytes]:
+    """The files of a .deb (an ar archive holding data.tar.xz/gz/zst; xz and gz read here), by path."""
+    if deb[:8] != b"!<arch>\n":
+        raise ValueError("not a .deb (ar) archive")
+    at, members = 8, {}
+    while at + 60 <= len(deb):
+        header = deb[at:at + 60]
+        name, size = header[:16].decode().strip().rstrip("/"), int(header[48:58])
+        members[name], at = deb[at + 60:at + 60 + size], at + 60 + size + (size & 1)
+    data = next(v for k, v in members.items() if k.startswith("data.tar"))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return {m.name.lstrip("./"): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def convert_wordnet(get: Get) -> Dict[str, bytes]:
+    """usr/share/wordnet/* -> wordnet3.0/dict/, the package's copyright file -> wordnet3.0/COPYRIGHT."""
+    files = deb_files(get(WORDNET_DEB))
+    out = {f"wordnet3.0/dict/{p.rsplit('/', 1)[1]}": b for p, b in files.items() if p.startswith("usr/share/wordnet/")}
+    out["wordnet3.0/COPYRIGHT"] = files["usr/share/doc/wordnet-base/copyright"]
+    return out
+
+
+# ---------------------------------------------------------------- POS: NLTK's 10 % WSJ sample, gold tags of the trees
+
+TREEBANK = "nltk/nltk_data@5db857e6f7df11eabb5e5665836db9ec8df07e28:packages/corpora/treebank.zip"
+POS_SPLITS = (("train", 1, 159), ("dev", 160, 179), ("test", 180, 199))  # wsj_NNNN document numbers
+_BRACKET = re.compile(r"\(|\)|[^\s()]+")
+
+
+def tagged_sentences(mrg: str):
+    """[(word, tag)] per top-level tree of a .mrg file: its preterminals ``(TAG word)`` in order, -NONE- dropped."""
+    sentences, words, depth, tokens = [], [], 0, _BRACKET.findall(mrg)
+    for i, tok in enumerate(tokens):
+        if tok == "(":
+            depth += 1
+            if i + 3 < len(tokens) and tokens[i + 1] not in "()" and tokens[i + 2] not in "()" \
+                    and tokens[i + 3] == ")" and tokens[i + 1] != "-NONE-":
+                words.append((tokens[i + 2], tokens[i + 1]))
+        elif tok == ")":
+            depth -= 1
+            if depth == 0 and words:
+                sentences.append(words)
+                words = []
+    return sentences
+
+
+def convert_pos(get: Get) -> Dict[str, bytes]:
+    """token<TAB>tag, a blank line after each sentence, from treebank/combined/wsj_0001.mrg..wsj_0199.mrg
+    (pos_wsj_sample/README.md): train 0001-0159, dev 0160-0179, test 0180-0199."""
+    with zipfile.ZipFile(io.BytesIO(get(TREEBANK))) as z:
+        out = {}
+        for name, first, last in POS_SPLITS:
+            text = []
+            for n in range(first, last + 1):
+                for sentence in tagged_sentences(z.read(f"treebank/combined/wsj_{n:04d}.mrg").decode("utf-8")):
+                    text += [f"{w}\t{t}\n" for w, t in sentence] + ["\n"]
+            out[f"pos_wsj_sample/{name}.txt"] = "".join(text).encode("utf-8")
+    return out
+
+
+# ---------------------------------------------------------------- the registry
+
+_CC_BY_SA_4 = "CC BY-SA 4.0"
+DATASETS = {d.unit: d for d in (
+    Dataset("conll2003", "CoNLL-2003 English: the text is Reuters' (RCV1), for research use; see "
+            "https://www.clips.uantwerpen.be/conll2003/ner/", tuple(o for o, _ in CONLL_FILES),
+            _copy("conll2003", CONLL_FILES)),
+    Dataset("sst_trees", "Stanford Sentiment Treebank (Socher et al. 2013): https://nlp.stanford.edu/sentiment/",
+            tuple(o for o, _ in SST_FILES), _copy("sst_trees", SST_FILES)),
+    Dataset("snli_small", f"SNLI 1.0 (Bowman et al. 2015), {_CC_BY_SA_4}", SNLI_ORIGINS, convert_snli),
+    Dataset("squad_small", f"SQuAD 1.1 (Rajpurkar et al. 2016), {_CC_BY_SA_4}", (SQUAD,), convert_squad),
+    Dataset("wsd/eval", "Raganato et al. (2017) WSD evaluation framework (its README states no licence; the "
+            "underlying Senseval/SemEval data keep theirs)", tuple(o for o, _ in WSD_EVAL_FILES),
+            _copy("wsd/eval", WSD_EVAL_FILES)),
+    Dataset("wordnet3.0", "WordNet 3.0, Princeton WordNet licence: free use and redistribution with its notice "
+            "(wordnet3.0/COPYRIGHT)", (WORDNET_DEB,), convert_wordnet),
+    Dataset("pos_wsj_sample", "Penn Treebank WSJ sample, (C) LDC 1995, as distributed by NLTK: non-commercial use "
+            "only", (TREEBANK,), convert_pos),
+    Dataset("wsd/semcor", "SemCor 3.0, WordNet 3.0 licence", (), None,
+            "the NAF-to-Raganato-XML conversion (wsd/README.md) is not written here yet"),
+    Dataset("srl_propbank_wsj", f"unified PropBank ({_CC_BY_SA_4}) on the WSJ sample (LDC; NLTK: non-commercial use)",
+            (), None, "the PropBank skeleton + WSJ tree merge (srl_propbank_wsj/SOURCES.md) is not written here yet"),
+    Dataset("litbank_coref", "LitBank (Bamman et al. 2020), CC BY 4.0", (), None,
+            "the LitBank-to-CoNLL-2012 conversion (litbank_coref/SOURCES.md) is not written here yet"),
+    Dataset("lm_corpus", "Wikinews CC BY 2.5; Wikipedia CC BY-SA 3.0; Reuters-21578 research use only; Project "
+            "Gutenberg texts public domain in the USA", (), None,
+            "its documents were sampled and filtered by rules lm_corpus/SOURCES.md gives only in outline (which "
+            "~7.6k of ~26k 2015 articles, which 76 of 111 books): not reproducible from the origins alone"),
+)}
