@@ -36,9 +36,9 @@ MANIFEST = Path(__file__).with_name("data_manifest.tsv")
 GITHUB_RAW = "https://raw.githubusercontent.com"
 
 
-def read_manifest(path: Path = MANIFEST) -> Dict[str, dict]:
+def read_manifest(path: Optional[Path] = None) -> Dict[str, dict]:
     """path under DATA_DIR -> {bytes, sha256, origin}."""
-    rows = {}
+    rows, path = {}, path or MANIFEST
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line or line.startswith("#"):
             continue
