@@ -105,7 +105,13 @@ class Downloads:
     download cut short is a ``.part`` file started again)."""
 
     def __init__(self, cache: Path, base: str = GITHUB_RAW):
-        self.cache, self.base = cache, base
+        self.cache, self.base, self.used = cache, base, set()  # used: the local copies read since the last clear()
+
+    def clear(self) -> None:
+        """Deletes the local copies read so far (their dataset is made and verified)."""
+        for path in self.used:
+            path.unlink(missing_ok=True)
+        self.used = set()
 
     def local(self, origin: str) -> Path:
         repo, commit, path = split_origin(origin)
@@ -129,6 +135,7 @@ class Downloads:
             os.replace(part, target)
             print(f"  got {origin} ({target.stat().st_size / 1e6:.1f} MB, {time.time() - began:.0f} s)", flush=True)
         data = target.read_bytes()
+        self.used.add(target)
         pin = split_origin(origin)[1] if split_origin(origin)[0] is None else None
         if pin and hashlib.sha256(data).hexdigest() != pin:
             target.unlink()
@@ -223,8 +230,7 @@ def fetch(profile: str, into: Path, base: str = GITHUB_RAW, keep_origins: bool =
         lines = fetch_unit(DATASETS[unit], rows, into, get)
         failed, incomplete = failed + lines, incomplete + bool(lines)
         if not lines and not keep_origins:
-            for origin in DATASETS[unit].origins:
-                get.local(origin).unlink(missing_ok=True)
+            get.clear()
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
     hint = "" if into.resolve() == (REPO / data_dir()).resolve() else f"; use it with DATA_DIR={into}"

@@ -161,6 +161,47 @@ def convert_pos(get: Get) -> Dict[str, bytes]:
     return out
 
 
+# ---------------------------------------------------------------- LitBank: CoNLL-2012 v4 columns, fold 0 with one swap
+
+LITBANK = "dbamman/litbank@3e50db0ffc033d7ccbb94f4d88f6b99210328ed8:coref/conll/"
+FOLDS = "dbamman/lrec2020-coref@e30de53743d36d1ea2c9e7292c69477fa332713c:data/litbank_tenfold_splits/0/"
+# litbank_coref/SOURCES.md (Split): 1155 The Secret Adversary is in the biLM's pretraining text, so it leaves fold
+# 0's test for train, and the train document nearest to it in size, 5348 Ragged Dick, takes its place
+LITBANK_SWAP = {"1155": "train", "5348": "test"}  # document -> the split it moves to
+
+
+def litbank_conll(text: str) -> str:
+    """LitBank's 13 tab-separated columns -> CoNLL-2012 v4 ones: id lit/litbank/00/<Gutenberg number>, part, word
+    number and word verbatim, POS XX, parse bit *, lemma/frameset/sense/speaker -, entities *, coreference (- for an
+    empty cell); sentence breaks kept (litbank_coref/SOURCES.md, Conversion)."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("#begin document ("):
+            doc = "lit/litbank/00/" + line[len("#begin document ("):].split("_", 1)[0]
+            out.append(f"#begin document ({doc}); part 000")
+        elif line.startswith("#end document") or not line:
+            out.append(line)
+        else:
+            cells = line.split("\t")
+            if len(cells) != 13:
+                raise ValueError(f"LitBank line {n}: {len(cells)} tab-separated columns, expected 13")
+            out.append(" ".join([doc, *cells[1:4], "XX", "*", "-", "-", "-", "-", "*", cells[12] or "-"]))
+    return "\n".join(out) + "\n"
+
+
+def convert_litbank(get: Get) -> Dict[str, bytes]:
+    """The 100 LitBank documents in fold 0's train / dev / test (lrec2020-coref's split files), with the swap above."""
+    out = {}
+    for split in ("train", "dev", "test"):
+        for name in get(f"{FOLDS}{split}.ids").decode().split():
+            stem = name.rsplit(".", 1)[0]
+            number = stem.split("_", 1)[0]
+            split_here = LITBANK_SWAP.get(number, split)
+            target = f"litbank_coref/{split_here}/data/english/annotations/lit/litbank/00/{number}.v4_gold_conll"
+            out[target] = litbank_conll(get(f"{LITBANK}{stem}.conll").decode("utf-8")).encode("utf-8")
+    return out
+
+
 # ---------------------------------------------------------------- the registry
 
 _CC_BY_SA_4 = "CC BY-SA 4.0"
@@ -183,8 +224,8 @@ DATASETS = {d.unit: d for d in (
             "the NAF-to-Raganato-XML conversion (wsd/README.md) is not written here yet"),
     Dataset("srl_propbank_wsj", f"unified PropBank ({_CC_BY_SA_4}) on the WSJ sample (LDC; NLTK: non-commercial use)",
             (), None, "the PropBank skeleton + WSJ tree merge (srl_propbank_wsj/SOURCES.md) is not written here yet"),
-    Dataset("litbank_coref", "LitBank (Bamman et al. 2020), CC BY 4.0", (), None,
-            "the LitBank-to-CoNLL-2012 conversion (litbank_coref/SOURCES.md) is not written here yet"),
+    Dataset("litbank_coref", "LitBank (Bamman et al. 2019, 2020), CC BY 4.0", (
+        *(f"{FOLDS}{s}.ids" for s in ("train", "dev", "test")), LITBANK + "*.conll"), convert_litbank),
     Dataset("lm_corpus", "Wikinews CC BY 2.5; Wikipedia CC BY-SA 3.0; Reuters-21578 research use only; Project "
             "Gutenberg texts public domain in the USA", (), None,
             "its documents were sampled and filtered by rules lm_corpus/SOURCES.md gives only in outline (which "

@@ -108,6 +108,26 @@ def test_wordnet_comes_out_of_the_debian_package():
                    "wordnet3.0/COPYRIGHT": b"WordNet Release 3.0\n"}
 
 
+def test_litbank_columns_become_conll_2012_and_fold_0_swaps_1155_for_5348():
+    conll = ("#begin document (1155_the_secret_adversary_brat); part 0\n"
+             "1155_the_secret_adversary_brat\t0\t0\tTommy\t_\t_\t_\t_\t_\t_\t_\t_\t(3\n"
+             "1155_the_secret_adversary_brat\t0\t1\tsaid\t_\t_\t_\t_\t_\t_\t_\t_\t3)|(4)\n"
+             "1155_the_secret_adversary_brat\t0\t2\t.\t_\t_\t_\t_\t_\t_\t_\t_\t\n\n#end document\n")
+    assert data_convert.litbank_conll(conll) == (
+        "#begin document (lit/litbank/00/1155); part 000\n"
+        "lit/litbank/00/1155 0 0 Tommy XX * - - - - * (3\nlit/litbank/00/1155 0 1 said XX * - - - - * 3)|(4)\n"
+        "lit/litbank/00/1155 0 2 . XX * - - - - * -\n\n#end document\n")
+    ids = {"train.ids": "5348_ragged_dick_brat.tsv\n77_seven_gables_brat.tsv\n", "dev.ids": "158_emma_brat.tsv\n",
+           "test.ids": "1155_the_secret_adversary_brat.tsv\n"}
+    out = data_convert.convert_litbank(
+        lambda origin: (ids.get(origin.rsplit("/", 1)[1]) or conll.replace("1155_the_secret_adversary",
+                                                                           origin.rsplit("/", 1)[1][:-6])).encode())
+    assert sorted(k.split("/")[1] + ":" + k.rsplit("/", 1)[1] for k in out) == [
+        "dev:158.v4_gold_conll", "test:5348.v4_gold_conll", "train:1155.v4_gold_conll", "train:77.v4_gold_conll"]
+    with pytest.raises(ValueError, match="LitBank line 2: 4 tab-separated columns, expected 13"):
+        data_convert.litbank_conll("#begin document (1_x); part 0\n1_x\t0\t0\tword\n")
+
+
 def test_every_manifest_file_belongs_to_a_dataset_and_each_profile_names_its_datasets():
     rows = data.read_manifest()
     assert len(rows) == 303 and all(data.unit_of(rel) for rel in rows)
@@ -270,4 +290,4 @@ def test_the_manifest_matches_the_real_data_folder():
                                                                     "snapshots (OWNER+REPO/repo git repositories)")
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
-                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample"]) == 0
+                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref"]) == 0
