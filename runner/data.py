@@ -111,6 +111,10 @@ class Downloads:
         """Deletes the local copies read so far (their dataset is made and verified)."""
         for path in self.used:
             path.unlink(missing_ok=True)
+            for folder in path.parents:  # the folders left empty, up to the cache
+                if folder == self.cache or not folder.is_relative_to(self.cache) or any(folder.iterdir()):
+                    break
+                folder.rmdir()
         self.used = set()
 
     def local(self, origin: str) -> Path:
@@ -237,6 +241,17 @@ def fetch(profile: str, into: Path, base: str = GITHUB_RAW, keep_origins: bool =
     print(f"{profile}: {len(units) - incomplete} of {len(units)} datasets complete in "
           f"{into}{hint}")
     return 1 if failed else 0
+
+
+def fetch_into_data_dir(profile: str) -> int:
+    """``python -m runner --fetch-data``: fetch into DATA_DIR (relative to the repository)."""
+    into = Path(data_dir())
+    try:
+        return fetch(profile, into if into.is_absolute() else REPO / into,
+                     os.environ.get("ELMO_DATA_BASE_URL", GITHUB_RAW))
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def check(profile: str, into: Path) -> int:

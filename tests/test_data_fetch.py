@@ -194,7 +194,7 @@ def test_fetch_downloads_converts_verifies_and_resumes(snli_site, tmp_path, caps
     for rel, body in made.items():
         assert (into / rel).read_bytes() == body
     assert len(server.paths) == 6  # s1, s2, labels of dev and test, each once
-    assert not list((into / ".origins").rglob("*.dev"))  # the downloads go once their dataset is verified
+    assert not list((into / ".origins").rglob("*"))  # the downloads (and their folders) go once their dataset is verified
     out = capsys.readouterr().out
     assert "licence: SNLI 1.0" in out and "snli_small/train.jsonl: ok" in out and "1 of 1 datasets complete" in out
     assert data.fetch(str(profile), into, server.url) == 0  # resumable: verified files are kept, nothing downloaded
