@@ -202,6 +202,100 @@ def convert_litbank(get: Get) -> Dict[str, bytes]:
     return out
 
 
+# ---------------------------------------------------------------- SRL: unified PropBank skeletons + the WSJ sample's words
+
+PROPBANK = "propbank/propbank-release@4abade0b53ce4a181e1d98b3518101c1a44d395a:data/ontonotes/nw/wsj/"
+SRL_SPLITS = (("train", 1, 111), ("dev", 112, 140), ("test", 141, 199))  # srl_propbank_wsj/SOURCES.md (Files)
+_SEPARATORS = re.compile(r"-|\\/|%")
+
+
+def _segmentations(word: str):
+    """(pieces, cuts, distance of the cuts from the word's end) for each way of cutting ``word`` at its `-`, `\\/`
+    and `%` (a cut makes the separator a piece of its own, as OntoNotes tokenizes `York-based`, `62%-owned`)."""
+    spots = [m.span() for m in _SEPARATORS.finditer(word)][:6]
+    for mask in range(1 << len(spots)):
+        pieces, at, distance = [], 0, 0
+        for k, (a, b) in enumerate(spots):
+            if mask >> k & 1:
+                pieces += [word[at:a], word[a:b]]
+                at, distance = b, distance + len(word) - b
+        pieces = [p for p in pieces + [word[at:]] if p]
+        yield pieces, bin(mask).count("1"), distance
+
+
+def align_words(words, tags, skeleton_tags):
+    """The tree's words cut to line up one to one with the skeleton's tokens (srl_propbank_wsj/SOURCES.md,
+    Conversion): a dynamic programme over (words used, tokens used) minimising, in order, the cuts, the uncut words
+    whose tag differs from the skeleton's, and the cuts' distance from their word's end."""
+    n = len(skeleton_tags)
+    best = {(0, 0): ((0, 0, 0), [])}
+    for i, (word, tag) in enumerate(zip(words, tags)):
+        nxt = {}
+        for (_, j), (cost, pieces_so_far) in best.items():
+            for pieces, cuts, distance in _segmentations(word):
+                span = skeleton_tags[j:j + len(pieces)]
+                if len(span) < len(pieces):
+                    continue
+                ok = all((t in ("HYPH", "SYM", ":", "CC", ",")) if p in ("-", "\\/") and cuts else t != "HYPH"
+                         or p == word for p, t in zip(pieces, span))
+                if not ok:
+                    continue
+                c = (cost[0] + cuts, cost[1] + (not cuts and tag != span[0]), cost[2] + distance)
+                key = (i + 1, j + len(pieces))
+                if key not in nxt or c < nxt[key][0]:
+                    nxt[key] = (c, pieces_so_far + pieces)
+        best = nxt
+    if (len(words), n) not in best:
+        raise ValueError(f"the words {' '.join(words)[:60]}... do not line up with {n} skeleton tokens")
+    return best[(len(words), n)][1]
+
+
+def srl_document(skeleton: str, mrg: str) -> str:
+    """One .gold_skel with the words of the same document's tree: CoNLL-2012 columns, part 0, the roleset split at
+    its last dot into columns 7-8, word sense and speaker -, entities *, the argument columns, coreference -."""
+    sentences = [block.splitlines() for block in skeleton.strip("\n").split("\n\n")]
+    trees = tagged_sentences(mrg)
+    if len(trees) != len(sentences):
+        raise ValueError(f"{len(sentences)} skeleton sentences, {len(trees)} trees, expected equal")
+    doc = sentences[0][0].split()[0].replace("ontonotes/", "", 1)
+    out = [f"#begin document ({doc}); part 000"]
+    for rows, tree in zip(sentences, trees):
+        cells = [row.split() for row in rows]
+        words = align_words([w for w, _ in tree], [t for _, t in tree], [c[4] for c in cells])
+        for c, word in zip(cells, words):
+            roleset = c[7].rsplit(".", 1) if c[7] != "-" else ["-", "-"]
+            out.append(" ".join([doc, "0", c[2], word, c[4], c[5], *roleset, "-", "-", "*", *c[8:], "-"]))
+        out.append("")
+    return "\n".join(out + ["#end document"]) + "\n"
+
+
+def _numbers(ranges: str):
+    return [n for part in ranges.split(",") for a, _, b in [part.partition("-")] for n in range(int(a), int(b or a) + 1)]
+
+
+# The sample documents the release lacks, the PropBank-1 files OntoNotes left out (srl_propbank_wsj/SOURCES.md,
+# Conversion; propbank-documentation other-documentation/missing-from-ontonotes.txt)
+SRL_ABSENT = set(_numbers("6,13,15,18,26,27,32,48,57,63,67,68,73,80,106,109,118,122,124,125,127,132,135,136,137,144,"
+                          "149-153,157-162,165-169,171-173,175-179,184,187-189,194"))
+
+
+def convert_srl(get: Get) -> Dict[str, bytes]:
+    """The 144 sample documents of wsj_0001-0199 that the release annotates, split by document number."""
+    with zipfile.ZipFile(io.BytesIO(get(TREEBANK))) as z:
+        out = {}
+        for split, first, last in SRL_SPLITS:
+            for n in (n for n in range(first, last + 1) if n not in SRL_ABSENT):
+                folder, name = f"{n // 100:02d}", f"wsj_{n:04d}"
+                skeleton = get(f"{PROPBANK}{folder}/{name}.gold_skel").decode("utf-8")
+                try:
+                    document = srl_document(skeleton, z.read(f"treebank/combined/{name}.mrg").decode("utf-8"))
+                except ValueError as e:
+                    raise ValueError(f"{PROPBANK}{folder}/{name}.gold_skel: {e}") from None
+                out[f"srl_propbank_wsj/{split}/data/english/annotations/nw/wsj/{folder}/{name}.gold_conll"] = \
+                    document.encode("utf-8")
+    return out
+
+
 # ---------------------------------------------------------------- the registry
 
 _CC_BY_SA_4 = "CC BY-SA 4.0"
@@ -222,8 +316,8 @@ DATASETS = {d.unit: d for d in (
             "only", (TREEBANK,), convert_pos),
     Dataset("wsd/semcor", "SemCor 3.0, WordNet 3.0 licence", (), None,
             "the NAF-to-Raganato-XML conversion (wsd/README.md) is not written here yet"),
-    Dataset("srl_propbank_wsj", f"unified PropBank ({_CC_BY_SA_4}) on the WSJ sample (LDC; NLTK: non-commercial use)",
-            (), None, "the PropBank skeleton + WSJ tree merge (srl_propbank_wsj/SOURCES.md) is not written here yet"),
+    Dataset("srl_propbank_wsj", f"unified PropBank ({_CC_BY_SA_4}) on the Penn Treebank WSJ sample ((C) LDC 1995; "
+            "NLTK: non-commercial use only)", (PROPBANK + "*/wsj_*.gold_skel", TREEBANK), convert_srl),
     Dataset("litbank_coref", "LitBank (Bamman et al. 2019, 2020), CC BY 4.0", (
         *(f"{FOLDS}{s}.ids" for s in ("train", "dev", "test")), LITBANK + "*.conll"), convert_litbank),
     Dataset("lm_corpus", "Wikinews CC BY 2.5; Wikipedia CC BY-SA 3.0; Reuters-21578 research use only; Project "

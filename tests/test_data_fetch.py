@@ -128,6 +128,38 @@ def test_litbank_columns_become_conll_2012_and_fold_0_swaps_1155_for_5348():
         data_convert.litbank_conll("#begin document (1_x); part 0\n1_x\t0\t0\tword\n")
 
 
+SKELETON = """ontonotes/nw/wsj/00/wsj_0001    0   0   [WORD]   NNP    (TOP(S(NP(NML*   -        -      (ARG0*
+ontonotes/nw/wsj/00/wsj_0001    0   1   [WORD]  HYPH                *   -        -           *
+ontonotes/nw/wsj/00/wsj_0001    0   2   [WORD]   VBN               *)   -        -           *
+ontonotes/nw/wsj/00/wsj_0001    0   3   [WORD]   NNS               *)   -        -           *)
+ontonotes/nw/wsj/00/wsj_0001    0   4   [WORD]   VBD             (VP*  rise   rise.01     (V*)
+ontonotes/nw/wsj/00/wsj_0001    0   5   [WORD]     .              *))   -        -           *
+
+"""
+SRL_MRG = "( (S (NP-SBJ (JJ York-based) (NNS firms) ) (VP (VBD rose) (NP (-NONE- *-1) )) (. .) ))\n"
+
+
+def test_srl_cuts_the_tree_words_to_the_skeletons_tokens_and_writes_conll_2012():
+    assert data_convert.align_words(["York-based", "firms"], ["JJ", "NNS"], ["NNP", "HYPH", "VBN", "NNS"]) == \
+        ["York", "-", "based", "firms"]
+    # the fewest cuts, then the cut nearest the word's end (OntoNotes keeps anti- attached)
+    assert data_convert.align_words(["anti-morning-sickness"], ["JJ"], ["JJ", "HYPH", "NN"]) == \
+        ["anti-morning", "-", "sickness"]
+    assert data_convert.align_words(["62%-owned"], ["JJ"], ["CD", "NN", "HYPH", "VBN"]) == ["62", "%", "-", "owned"]
+    assert data_convert.srl_document(SKELETON, SRL_MRG) == (
+        "#begin document (nw/wsj/00/wsj_0001); part 000\n"
+        "nw/wsj/00/wsj_0001 0 0 York NNP (TOP(S(NP(NML* - - - - * (ARG0* -\n"
+        "nw/wsj/00/wsj_0001 0 1 - HYPH * - - - - * * -\n"
+        "nw/wsj/00/wsj_0001 0 2 based VBN *) - - - - * * -\n"
+        "nw/wsj/00/wsj_0001 0 3 firms NNS *) - - - - * *) -\n"
+        "nw/wsj/00/wsj_0001 0 4 rose VBD (VP* rise 01 - - * (V*) -\n"
+        "nw/wsj/00/wsj_0001 0 5 . . *)) - - - - * * -\n\n#end document\n")
+    with pytest.raises(ValueError, match="do not line up with 5 skeleton tokens"):
+        data_convert.align_words(["a", "b"], ["DT", "NN"], ["DT", "NN", "NN", "NN", "NN"])
+    with pytest.raises(ValueError, match="1 skeleton sentences, 2 trees, expected equal"):
+        data_convert.srl_document(SKELETON, SRL_MRG * 2)
+
+
 def test_every_manifest_file_belongs_to_a_dataset_and_each_profile_names_its_datasets():
     rows = data.read_manifest()
     assert len(rows) == 303 and all(data.unit_of(rel) for rel in rows)
@@ -290,4 +322,5 @@ def test_the_manifest_matches_the_real_data_folder():
                                                                     "snapshots (OWNER+REPO/repo git repositories)")
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
-                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref"]) == 0
+                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
+                                    "srl_propbank_wsj"]) == 0
