@@ -296,6 +296,125 @@ def convert_srl(get: Get) -> Dict[str, bytes]:
     return out
 
 
+# ---------------------------------------------------------------- SemCor 3.0 (NAF) to the Raganato et al. (2017) XML
+
+WSD_CORPORA = "rubenIzquierdo/wsd_corpora@c31b9b8eb6d6ca726b6868f19123aaf7e5eb1d88:semcor3.0/"
+SEMCOR_FILES = {  # the 352 NAF files, br-XNN.naf, in the order of the texts' ids d000-d351 (wsd/README.md)
+    "brown1": "a01 a02 a11 a12 a13 a14 a15 b13 b20 c01 c02 c04 d01 d02 d03 d04 e01 e02 e04 e21 e24 e29 f03 f10 f19 f43 g01 g11 g15 h01 j01 j02 j03 j04 j05 j06 j07 j08 j09 j10 j11 j12 j13 j14 j15 j16 j17 j18 j19 j20 j22 j23 j37 j52 j53 j54 j55 j56 j57 j58 j59 j60 j70 k01 k02 k03 k04 k05 k06 k07 k08 k09 k10 k11 k12 k13 k14 k15 k16 k17 k18 k19 k20 k21 k22 k23 k24 k25 k26 k27 k28 k29 l11 l12 m01 m02 n05 p01 r05 r06 r07 r08 r09",
+    "brown2": "e22 e23 e25 e26 e27 e28 e30 e31 f08 f13 f14 f15 f16 f17 f18 f20 f21 f22 f23 f24 f25 f33 f44 g12 g14 g16 g17 g18 g19 g20 g21 g22 g23 g28 g31 g39 g43 g44 h09 h11 h12 h13 h14 h15 h16 h17 h18 h21 h24 j29 j30 j31 j32 j33 j34 j35 j38 j41 j42 l08 l09 l10 l13 l14 l15 l16 l17 l18 n09 n10 n11 n12 n14 n15 n16 n17 n20 p07 p09 p10 p12 p24 r04",
+    "brownv": "a03 a04 a05 a06 a07 a08 a09 a10 a16 a17 a18 a19 a20 a21 a22 a23 a24 a25 a26 a27 a28 a29 a30 a31 a32 a33 a34 a35 a36 a37 a38 a39 a40 a41 a42 a43 a44 b01 b02 b03 b04 b05 b06 b07 b08 b09 b10 b11 b12 b14 b15 b16 b17 b18 b19 b21 b22 b23 b24 b25 b26 b27 c03 c05 c06 c07 c08 c09 c10 c11 c12 c13 c14 c15 c16 c17 d05 d06 d07 d08 d09 d10 d11 d12 d13 d14 d15 d16 d17 e03 e05 e06 e07 e08 e09 e10 e11 e12 e13 e14 e15 e16 e17 e18 e19 e20 f01 f02 f04 f05 f06 f07 f09 f11 f12 g02 g03 g04 g05 g06 g07 g08 g09 g10 g13 h02 h03 h04 h05 h06 h07 h08 h10 j21 j24 j25 j26 j27 j28 l01 l02 l03 l04 l05 l06 l07 m03 m04 m05 m06 n01 n02 n03 n04 n06 n07 n08 p02 p03 p04 p05 p06 p08 r01 r02 r03",
+}
+# wsd/README.md: the Petrov et al. universal tags that Raganato's files follow, with SemCor's odd tags
+UNIVERSAL = {**dict.fromkeys(("NN", "NNS", "NNP", "NNPS", "NP", "NPS"), "NOUN"), "MD": "VERB",
+             **dict.fromkeys(("JJ", "JJR", "JJS"), "ADJ"), **dict.fromkeys(("RB", "RBR", "RBS", "WRB"), "ADV"),
+             **dict.fromkeys(("DT", "PDT", "EX", "WDT"), "DET"), "IN": "ADP",
+             **dict.fromkeys(("PRP", "PRP$", "WP", "WP$", "PP", "PR"), "PRON"), "CC": "CONJ",
+             **dict.fromkeys(("TO", "RP", "POS"), "PRT"), "CD": "NUM", **dict.fromkeys(("FW", "LS", "UH", "SYM"), "X")}
+_SS_TYPE = {"n": 1, "v": 2, "a": 3, "r": 4, "s": 5}
+_MARKER = re.compile(r"\([a-z]+\)(?=:)")  # an adjective marker on a satellite's head word: preceding(a), out(p)
+
+
+def wordnet_sense_keys(files: Dict[str, bytes]) -> set:
+    """Every WordNet 3.0 sense key, rebuilt from the data.* files (Debian's package has no index.sense):
+    lemma%ss_type:lex_filenum:lex_id:head_word:head_id, a satellite's head being the first word of the synset its
+    similar-to (&) pointer names (WordNet's senseidx(5WN))."""
+    synsets = {}
+    for pos in ("noun", "verb", "adj", "adv"):
+        for line in files[f"usr/share/wordnet/data.{pos}"].decode("latin-1").splitlines():
+            if line.startswith("  "):
+                continue
+            f = line.split(" ")
+            n = int(f[3], 16)
+            words = [(re.sub(r"\(.*\)$", "", f[4 + 2 * i]).lower(), int(f[5 + 2 * i], 16)) for i in range(n)]
+            at = 4 + 2 * n
+            pointers = [(f[at + 1 + 4 * k], f[at + 2 + 4 * k]) for k in range(int(f[at]))]
+            synsets[(pos, f[0])] = (f[1], f[2], words, pointers)
+    keys = set()
+    for (pos, _), (lex_filenum, ss_type, words, pointers) in synsets.items():
+        head = ":"
+        if ss_type == "s":
+            head_words = next(synsets[("adj", off)][2] for sym, off in pointers if sym == "&")
+            head = f"{head_words[0][0]}:{head_words[0][1]:02d}"
+        keys.update(f"{w}%{_SS_TYPE[ss_type]}:{lex_filenum}:{i:02d}:{head}" for w, i in words)
+    return keys
+
+
+def _xml(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+            .replace("'", "&apos;"))
+
+
+def _naf(naf: bytes):
+    """(word id, token, sentence) of each <wf>, and word id -> (NAF term id, lemma, PTB tag, [sense numbers],
+    [lexical keys]) of the terms (one word each in SemCor's NAF)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(naf)
+    words = [(w.get("id"), w.text, w.get("sent")) for w in root.iter("wf")]
+    terms = {}
+    for t in root.iter("term"):
+        refs = [(r.get("reftype"), r.get("reference")) for r in t.iter("externalRef")]
+        target = t.find("span/target").get("id")
+        terms[target] = (t.get("id"), t.get("lemma"), t.get("pos"), [v for k, v in refs if k == "sense_number"],
+                         [v for k, v in refs if k == "lexical_key"])
+    return words, terms
+
+
+def convert_semcor(get: Get) -> Dict[str, bytes]:
+    """wsd/README.md, SemCor conversion rules: texts d000-d351 in SEMCOR_FILES order, sentences by the NAF's sent
+    attribute, a token an <instance> when its lexical keys give at least one WordNet 3.0 sense key; the keys that do
+    not, listed in semcor.dropped.tsv."""
+    valid = wordnet_sense_keys(deb_files(get(WORDNET_DEB)))
+    xml = ['<?xml version="1.0" encoding="UTF-8" ?>', '<corpus lang="en" source="semcor">']
+    gold, docs, dropped = [], ["# text_id\tNAF file (semcor3.0/...)"], [
+        "# SemCor 3.0 NAF sense annotations NOT kept in semcor.gold.key.txt: lemma%key is not a WordNet 3.0 sense key",
+        "# sentence_id\ttoken_index_in_sentence\tnaf_doc\tnaf_term\tword\tlemma\tnaf_sense_number\tnaf_lexical_key"
+        "\tdropped_key\tstatus"]
+    names = [(sub, f"br-{code}") for sub, codes in SEMCOR_FILES.items() for code in codes.split()]
+    for d, (sub, name) in enumerate(names):
+        words, terms = _naf(get(f"{WSD_CORPORA}{sub}/{name}.naf"))
+        docs.append(f"d{d:03d}\t{sub}/{name}.naf")
+        xml.append(f'<text id="d{d:03d}" source="{name}">')
+        s, previous = -1, None
+        for wid, token, sent in words:
+            if sent != previous:
+                if previous is not None:
+                    xml.append("</sentence>")
+                s, previous, index, instances = s + 1, sent, 0, 0
+                xml.append(f'<sentence id="d{d:03d}.s{s:03d}">')
+            surface = "to" if token == "_to" else token.replace("_", " ")
+            if wid in terms:
+                tid, lemma, tag, senses, lexical = terms[wid]
+                lemma = "to" if lemma == "_to" else lemma  # the one stray token, as its surface form
+                pos = UNIVERSAL.get(tag.split("|")[0], "VERB" if tag.startswith("VB") else tag)
+                keys, bad = [], []
+                for ref in lexical:
+                    for part in ref.split(";"):
+                        key = lemma + "%" + _MARKER.sub("", part)
+                        (keys if key in valid else bad).append(key)
+                sid = f"d{d:03d}.s{s:03d}"
+                for key in bad:
+                    dropped.append("\t".join([sid, str(index), name, tid, token, lemma, ";".join(senses),
+                                              ";".join(lexical), key,
+                                              "key_dropped_other_key_kept" if keys else "instance_dropped"]))
+            else:
+                # no term: SemCor's <punc>, lemma the token, POS "." but NOUN for its 10 abbreviations (av., rd.)
+                lemma, pos, keys = token, "NOUN" if re.search(r"[a-z]", token) else ".", []
+            if keys:
+                iid = f"d{d:03d}.s{s:03d}.t{instances:03d}"
+                instances += 1
+                gold.append(f"{iid} {' '.join(keys)}")
+                xml.append(f'<instance id="{iid}" lemma="{_xml(lemma)}" pos="{pos}">{_xml(surface)}</instance>')
+            else:
+                xml.append(f'<wf lemma="{_xml(lemma)}" pos="{pos}">{_xml(surface)}</wf>')
+            index += 1
+        xml += ["</sentence>", "</text>"]
+    xml.append("</corpus>")
+    return {f"wsd/semcor/semcor.{name}": ("\n".join(lines) + "\n").encode("utf-8")
+            for name, lines in (("data.xml", xml), ("gold.key.txt", gold), ("docs.tsv", docs),
+                                ("dropped.tsv", dropped))}
+
+
 # ---------------------------------------------------------------- the registry
 
 _CC_BY_SA_4 = "CC BY-SA 4.0"
@@ -314,8 +433,8 @@ DATASETS = {d.unit: d for d in (
             "(wordnet3.0/COPYRIGHT)", (WORDNET_DEB,), convert_wordnet),
     Dataset("pos_wsj_sample", "Penn Treebank WSJ sample, (C) LDC 1995, as distributed by NLTK: non-commercial use "
             "only", (TREEBANK,), convert_pos),
-    Dataset("wsd/semcor", "SemCor 3.0, WordNet 3.0 licence", (), None,
-            "the NAF-to-Raganato-XML conversion (wsd/README.md) is not written here yet"),
+    Dataset("wsd/semcor", "SemCor 3.0, WordNet 3.0 licence (NAF version: Apache-2.0)",
+            (WSD_CORPORA + "*/br-*.naf", WORDNET_DEB), convert_semcor),
     Dataset("srl_propbank_wsj", f"unified PropBank ({_CC_BY_SA_4}) on the Penn Treebank WSJ sample ((C) LDC 1995; "
             "NLTK: non-commercial use only)", (PROPBANK + "*/wsj_*.gold_skel", TREEBANK), convert_srl),
     Dataset("litbank_coref", "LitBank (Bamman et al. 2019, 2020), CC BY 4.0", (
