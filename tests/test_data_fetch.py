@@ -160,6 +160,54 @@ def test_srl_cuts_the_tree_words_to_the_skeletons_tokens_and_writes_conll_2012()
         data_convert.srl_document(SKELETON, SRL_MRG * 2)
 
 
+WORDNET_DATA = {  # WordNet's data.* lines (wndb(5WN)): offset lex_filenum ss_type w_cnt word lex_id ... p_cnt pointers
+    "noun": "  1 licence line\n00001740 03 n 02 Jury 0 panel 1 000 | a body of citizens\n",
+    "verb": "00002000 32 v 01 say 0 000 | express\n",
+    "adj": "00003000 00 a 01 ordinal(a) 0 000 | being of a position\n"
+           "00003100 00 s 01 eighth 0 001 & 00003000 a 0000 | the ordinal of eight\n",
+    "adv": ""}
+NAF = """<?xml version='1.0' encoding='UTF-8'?>
+<NAF><text>
+<wf id="w0" sent="1">The</wf><wf id="w1" sent="1">eighth</wf><wf id="w2" sent="1">jury</wf>
+<wf id="w3" sent="1">said_so</wf><wf id="w4" sent="1">.</wf><wf id="w5" sent="2">A&amp;B</wf>
+</text><terms>
+<term id="t0" pos="DT" lemma="the"><span><target id="w0"/></span></term>
+<term id="t1" pos="JJ" lemma="eighth"><span><target id="w1"/></span><externalReferences>
+ <externalRef reference="1" reftype="sense_number"/><externalRef reference="5:00:00:ordinal(a):00" reftype="lexical_key"/>
+</externalReferences></term>
+<term id="t2" pos="NN" lemma="jury"><span><target id="w2"/></span><externalReferences>
+ <externalRef reference="0;1" reftype="sense_number"/><externalRef reference="1:03:09::;1:03:00::" reftype="lexical_key"/>
+</externalReferences></term>
+<term id="t3" pos="VB" lemma="say_so"><span><target id="w3"/></span><externalReferences>
+ <externalRef reference="0" reftype="sense_number"/><externalRef reference="2:32:00::" reftype="lexical_key"/>
+</externalReferences></term>
+<term id="t5" pos="NNP" lemma="a&amp;b"><span><target id="w5"/></span></term>
+</terms></NAF>"""
+
+
+def test_semcor_naf_becomes_raganato_xml_with_wordnet_3_keys_only(monkeypatch):
+    files = {f"usr/share/wordnet/data.{pos}": text.encode() for pos, text in WORDNET_DATA.items()}
+    assert data_convert.wordnet_sense_keys(files) == {"jury%1:03:00::", "panel%1:03:01::", "say%2:32:00::",
+                                                      "ordinal%3:00:00::", "eighth%5:00:00:ordinal:00"}
+    monkeypatch.setattr(data_convert, "SEMCOR_FILES", {"brown1": "a01"})
+    deb = _deb({**files, "usr/share/doc/wordnet-base/copyright": b"c"})
+    out = data_convert.convert_semcor(lambda origin: deb if origin == data_convert.WORDNET_DEB else NAF.encode())
+    assert out["wsd/semcor/semcor.data.xml"].decode().splitlines() == [
+        '<?xml version="1.0" encoding="UTF-8" ?>', '<corpus lang="en" source="semcor">',
+        '<text id="d000" source="br-a01">', '<sentence id="d000.s000">', '<wf lemma="the" pos="DET">The</wf>',
+        '<instance id="d000.s000.t000" lemma="eighth" pos="ADJ">eighth</instance>',
+        '<instance id="d000.s000.t001" lemma="jury" pos="NOUN">jury</instance>',
+        '<wf lemma="say_so" pos="VERB">said so</wf>', '<wf lemma="." pos=".">.</wf>', "</sentence>",
+        '<sentence id="d000.s001">', '<wf lemma="a&amp;b" pos="NOUN">A&amp;B</wf>', "</sentence>", "</text>",
+        "</corpus>"]
+    assert out["wsd/semcor/semcor.gold.key.txt"] == b"d000.s000.t000 eighth%5:00:00:ordinal:00\n" \
+                                                   b"d000.s000.t001 jury%1:03:00::\n"
+    assert out["wsd/semcor/semcor.docs.tsv"].decode().splitlines()[1:] == ["d000\tbrown1/br-a01.naf"]
+    assert out["wsd/semcor/semcor.dropped.tsv"].decode().splitlines()[2:] == [
+        "d000.s000\t2\tbr-a01\tt2\tjury\tjury\t0;1\t1:03:09::;1:03:00::\tjury%1:03:09::\tkey_dropped_other_key_kept",
+        "d000.s000\t3\tbr-a01\tt3\tsaid_so\tsay_so\t0\t2:32:00::\tsay_so%2:32:00::\tinstance_dropped"]
+
+
 def test_every_manifest_file_belongs_to_a_dataset_and_each_profile_names_its_datasets():
     rows = data.read_manifest()
     assert len(rows) == 303 and all(data.unit_of(rel) for rel in rows)
@@ -323,4 +371,4 @@ def test_the_manifest_matches_the_real_data_folder():
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
                                    ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
-                                    "srl_propbank_wsj"]) == 0
+                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor"]) == 0
