@@ -400,8 +400,8 @@ def canonical(value: str) -> str:
 
 def data_hint(value: str) -> str:
     """Where to get a missing file under the data root, '' for any other."""
-    return (f"a file of DATA_DIR ({data_dir()}): get it with python -m runner.data fetch PROFILE [--into DIR], "
-            f"then set DATA_DIR=DIR" if canonical(value).startswith(DATA_DIR_DEFAULT + "/") else "")
+    return (f"a file of DATA_DIR ({data_dir()}): python -m runner.data fetch PROFILE --into DIR makes it where it "
+            f"can (docs/data.md), then set DATA_DIR=DIR" if canonical(value).startswith(DATA_DIR_DEFAULT + "/") else "")
 
 
 def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:

@@ -372,3 +372,21 @@ def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
                                    ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
                                     "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor"]) == 0
+
+
+def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):
+    from runner.preflight import stage_files
+
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
+    profile = {"bilm": {"pretrain": {"out": str(tmp_path / "bilm"), "args": [
+                   "--options", "x.json", "--train", "${DATA_DIR}/lm/a.txt", "${DATA_DIR}/lm/b.txt",
+                   "--heldout", "${DATA_DIR}/lm/heldout/h.txt", "--epochs", "1"]}},
+               "vectors": {"out": str(tmp_path / "vectors"), "train": ["${DATA_DIR}/lm/*.txt"]}}
+    problems = [str(p) for p in stage_files(profile)]
+    assert len(problems) == 4 and problems[0].startswith(f"{tmp_path}/data/lm/a.txt: expected the biLM pretraining's "
+                                                         "--train file; found nothing there. A file of DATA_DIR")
+    assert "runner.data fetch PROFILE" in problems[0] and "vectors.train" in problems[3]
+    (tmp_path / "data" / "lm" / "heldout").mkdir(parents=True)
+    for name in ("a.txt", "b.txt", "heldout/h.txt"):
+        (tmp_path / "data" / "lm" / name).write_text("text\n")
+    assert stage_files(profile) == []
