@@ -310,8 +310,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "verify-conversions":
             return verify_conversions(Path(args.origins), args.only)
-        into = Path(args.into) if args.into else Path(data_dir())
-        into = into if into.is_absolute() or args.into else REPO / into
+        into = Path(args.into).resolve() if args.into else Path(data_dir())  # DATA_DIR: relative to the repository
+        into = into if into.is_absolute() else REPO / into
         if args.command == "check":
             return check(args.profile, into)
         return fetch(args.profile, into, args.base_url, args.keep_origins)
