@@ -105,17 +105,16 @@ class Downloads:
     download cut short is a ``.part`` file started again)."""
 
     def __init__(self, cache: Path, base: str = GITHUB_RAW):
-        self.cache, self.base, self.used = cache, base, set()  # used: the local copies read since the last clear()
+        self.cache, self.base, self.used = cache, base, set()  # used: the local copies read so far
 
-    def clear(self) -> None:
-        """Deletes the local copies read so far (their dataset is made and verified)."""
-        for path in self.used:
+    def clear(self, paths) -> None:
+        """Deletes these local copies (their datasets are made and verified) and the folders they leave empty."""
+        for path in paths:
             path.unlink(missing_ok=True)
             for folder in path.parents:  # the folders left empty, up to the cache
                 if folder == self.cache or not folder.is_relative_to(self.cache) or any(folder.iterdir()):
                     break
                 folder.rmdir()
-        self.used = set()
 
     def local(self, origin: str) -> Path:
         repo, commit, path = split_origin(origin)
@@ -229,12 +228,14 @@ def fetch(profile: str, into: Path, base: str = GITHUB_RAW, keep_origins: bool =
     rows, units = read_manifest(), profile_units(profile)
     cache = into / ".origins"
     get = Downloads(cache, base)
-    failed, incomplete = [], 0
+    failed, incomplete, done, kept = [], 0, set(), set()
     for unit in units:
         lines = fetch_unit(DATASETS[unit], rows, into, get)
         failed, incomplete = failed + lines, incomplete + bool(lines)
-        if not lines and not keep_origins:
-            get.clear()
+        (kept if lines else done).update(get.used)  # a download another dataset shares (WordNet's) is read once
+        get.used = set()
+    if not keep_origins:
+        get.clear(done - kept)  # those of an unfinished dataset stay for the next try
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
     hint = "" if into.resolve() == (REPO / data_dir()).resolve() else f"; use it with DATA_DIR={into}"

@@ -294,6 +294,7 @@ def test_fetch_refuses_a_file_whose_hash_differs(snli_site, tmp_path, capsys, mo
     assert len(lines) == 1 and "expected" in lines[0] and "left as train.jsonl.partial, not used" in lines[0]
     assert not (into / "snli_small/train.jsonl").exists() and (into / "snli_small/train.jsonl.partial").is_file()
     assert (into / "snli_small/dev.jsonl").is_file()  # the files that match are kept
+    assert list((into / ".origins").rglob("labels.dev"))  # and the downloads of an unfinished dataset
     assert data.check(str(profile), into) == 1
 
 
