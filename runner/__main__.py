@@ -69,6 +69,8 @@ def parse_args(argv=None):
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
                    "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
+    p.add_argument("--fetch-data", action="store_true", help="first download, convert and verify the profile's "
+                   "data into DATA_DIR (python -m runner.data fetch PROFILE; docs/data.md), then go on")
     p.add_argument("--no-wandb", action="store_true", help="runs do not log to Weights & Biases (WANDB=false): "
                    "where its service cannot start (docs/runner.md#weights--biases)")
     p.add_argument("--wandb-project", default=os.environ.get("WANDB_PROJECT", "elmo-reproduction"))
@@ -170,6 +172,11 @@ def _main(argv=None) -> int:
     """plan -> check (preflight, device, locks) -> biLM stages -> runs -> tables; a SpecError is one line, exit 2."""
     args = parse_args(argv)
     started = time.time()
+    if args.fetch_data:
+        from runner.data import fetch_into_data_dir
+
+        if fetch_into_data_dir(args.profile):
+            return 2
     try:
         plan = make_plan(args)
         if args.build_only:  # it writes in both directories too (restored runs, tables): not beside a runner

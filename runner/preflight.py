@@ -106,6 +106,29 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     return problems
 
 
+def stage_files(profile: dict) -> List[Problem]:
+    """The training text of the profile's own stages still to run (biLM pretraining's --train and --heldout files,
+    the word vectors' ``train`` patterns): a missing one would stop the runner only when its stage starts."""
+    import glob
+
+    from runner.bilm import pretraining_done
+    from runner.spec import data_hint, expand
+    from runner.vectors import vectors_pending
+
+    needed, pre, flag = [], (profile.get("bilm") or {}).get("pretrain"), None
+    if pre and not pretraining_done(repo_path(pre["out"]), pre["args"]):
+        for arg in pre["args"]:
+            flag = arg if arg.startswith("--") else flag
+            if flag in ("--train", "--heldout") and not arg.startswith("--"):
+                needed.append((f"biLM pretraining's {flag} file", expand(arg)))
+    if vectors_pending(profile):
+        needed += [("word vectors' training text (vectors.train)", expand(p)) for p in profile["vectors"]["train"]]
+    hints = {value: data_hint(value) or "give an existing file" for _, value in needed}
+    return [Problem(value, f"the {what}", "nothing there", hints[value][0].upper() + hints[value][1:])
+            for what, value in needed
+            if not (glob.glob(value, root_dir=REPO) if glob.has_magic(value) else repo_path(value).exists())]
+
+
 # ---------------------------------------------------------------- the GPU
 
 def gpu_index(profile: dict, runs) -> Optional[int]:
@@ -420,7 +443,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
     for package in ("tasks", "elmo_module.allennlp_adapter"):  # the readers and models, as `allennlp train`
         import_module_and_submodules(package)
     exclude = bilm_outputs(profile)
-    problems = missing_files(profile, runs, exclude)
+    problems = missing_files(profile, runs, exclude) + stage_files(profile)
     problems += gpu_problems(profile, runs)
     samples: Dict[str, Dict[str, DataSample]] = {}
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:

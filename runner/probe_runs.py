@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from runner.execute import _last_error_line, write_json
-from runner.spec import PROBE_KINDS, REPO, expand, repo_path
+from runner.spec import PROBE_KINDS, REPO, canonical, data_hint, expand, repo_path
 
 PATH_ARGS = ("train", "dev", "test", "eval", "wordnet", "semcor", "glove")
 
@@ -32,7 +32,8 @@ class ProbeRun:
 
     @property
     def run_id(self) -> str:
-        return f"{self.sweep}-{hashlib.sha1(json.dumps([self.kind, self.args]).encode()).hexdigest()[:10]}"
+        args = [(flag, tuple(canonical(v) for v in values)) for flag, values in self.args]  # as Run.run_id
+        return f"{self.sweep}-{hashlib.sha1(json.dumps([self.kind, args]).encode()).hexdigest()[:10]}"
 
     def command(self, out: Path, threads: int, cache_dir: Optional[str]) -> List[str]:
         command = [sys.executable, "-m", "probes", self.kind, "--out", str(out), "--threads", str(threads)]
@@ -67,7 +68,7 @@ def missing_probe_inputs(runs: List[ProbeRun], hints: Dict[str, str] = None) -> 
                 continue
             for value in values:
                 if value and ("${" in value or not repo_path(value).exists()):
-                    hint = hints.get(knob.get(flag, flag), "")
+                    hint = hints.get(knob.get(flag, flag), data_hint(value))
                     missing.append(f"{run.sweep} --{flag} {value}: does not exist{'; ' + hint if hint else ''}")
     return missing
 
@@ -80,7 +81,8 @@ def probe_files(run: ProbeRun) -> List[str]:
 
 def probe_inputs(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
     """path -> sha256 of what the probe reads now (None for a path not here), as task runs record theirs."""
-    return {path: checksums.of(repo_path(path)) if repo_path(path).exists() else None for path in probe_files(run)}
+    return {canonical(path): checksums.of(repo_path(path)) if repo_path(path).exists() else None
+            for path in probe_files(run)}
 
 
 def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool,

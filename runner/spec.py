@@ -45,7 +45,7 @@ class Run:
     def run_id(self) -> str:
         # a knob added after runs were archived (LATER_KNOBS) enters the identity only when it is set: adding one must
         # not orphan every run that a multi-session profile has archived (results/<profile>/runs/)
-        knobs = [kv for kv in self.knobs if not (kv[0] in LATER_KNOBS and kv[1] == KNOBS[kv[0]])]
+        knobs = [(k, canonical(v)) for k, v in self.knobs if not (k in LATER_KNOBS and v == KNOBS[k])]
         digest = hashlib.sha1(json.dumps([self.task, knobs]).encode()).hexdigest()[:10]
         return f"{self.task}-{digest}"
 
@@ -380,10 +380,36 @@ def _same_number(a: str, b: str) -> bool:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+# The data root that ``${DATA_DIR}`` in a profile names when the variable is unset: the folder beside the repository
+# where the suite was built. ``python -m runner.data fetch PROFILE --into DIR`` fills another (runner/data.py).
+DATA_DIR_DEFAULT = "../shared/data"
+
+
+def data_dir() -> str:
+    """The data root: $DATA_DIR (absolute, or relative to the repository), else DATA_DIR_DEFAULT."""
+    return os.environ.get("DATA_DIR") or DATA_DIR_DEFAULT
+
+
 def expand(value: str) -> str:
     """``${NAME}`` -> the environment variable NAME (profiles name the user's data and weights this way); an unset
-    variable stays as written, and ``missing_inputs`` reports it."""
-    return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+    variable stays as written, and ``missing_inputs`` reports it; ``${DATA_DIR}`` is never unset (data_dir)."""
+    return _VAR.sub(lambda m: data_dir() if m.group(1) == "DATA_DIR" else os.environ.get(m.group(1), m.group(0)),
+                    value)
+
+
+def canonical(value: str) -> str:
+    """A value under the data root written with the default root: what run ids are computed from, so that a profile
+    run on another DATA_DIR keeps the ids of the runs archived in results/<profile>/runs (where the default was)."""
+    root = data_dir().rstrip("/")
+    if root != DATA_DIR_DEFAULT and (value == root or value.startswith(root + "/")):
+        return DATA_DIR_DEFAULT + value[len(root):]
+    return value
+
+
+def data_hint(value: str) -> str:
+    """Where to get a missing file under the data root, '' for any other."""
+    return (f"a file of DATA_DIR ({data_dir()}): python -m runner.data fetch PROFILE --into DIR makes it where it "
+            f"can (docs/data.md), then set DATA_DIR=DIR" if canonical(value).startswith(DATA_DIR_DEFAULT + "/") else "")
 
 
 def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
@@ -518,7 +544,7 @@ def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> 
             if any(path.is_relative_to(d) for d in exclude):
                 continue
             if value and ("${" in value or not path.exists()):
-                hint = hints.get(f"{run.task}.{name}", hints.get(name, ""))
+                hint = hints.get(f"{run.task}.{name}", hints.get(name, data_hint(value)))
                 unset = [m.group(1) for m in _VAR.finditer(value)]
                 what = f"environment variable {', '.join(unset)} is not set" if unset else "does not exist"
                 missing[value] = f"{run.task} {name} = {value}: {what}{'; ' + hint if hint else ''}"
