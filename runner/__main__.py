@@ -267,12 +267,16 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
     out of git), then their outputs; returns (inputs of each run, the finished runs)."""
     profile, run_dir = plan.profile, plan.run_dir
-    unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
+    # --redo-stale: every run may train again, so the stages are brought up to date first (a changed corpus or task
+    # file makes them again), before the stale runs are found: else those train again on the old stage outputs
+    unrun = [r for r in wanted if args.redo_stale or load_result(run_dir[r] / "result.json")[0] is None]
     parallel = args.jobs or int(profile.get("jobs", 1))
     _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, args))
-    from runner.bilm import prepare_bilm, stages_pending
+    from runner.bilm import check_stage_outputs, prepare_bilm, stages_pending
     from runner.vectors import prepare_vectors, vectors_pending
 
+    vectors_pending(profile)  # a stage output that no longer matches its record stops here, runs to do or not
+    check_stage_outputs(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
     beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2
