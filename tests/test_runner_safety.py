@@ -81,6 +81,12 @@ def test_knob_rules():
     assert knob_problems({"CUDA_DEVICE": "-2"}) and not knob_problems({"CUDA_DEVICE": "-1"})
 
 
+def test_an_elmo_lambda_out_of_range_is_one_line_naming_the_range():
+    """ELMO_LAMBDA=1e30 passed the rule (a finite number >= 0) and ended the training in an OverflowError."""
+    assert knob_problems({"ELMO_LAMBDA": "1e30"}) == ["knob ELMO_LAMBDA = '1e30': expected a number in [0, 1000]"]
+    assert knob_problems({"ELMO_LAMBDA": "-1"}) and not knob_problems({"ELMO_LAMBDA": "1"})
+
+
 def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": child_pythonpath(), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp"), "WANDB": "false"}
