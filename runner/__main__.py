@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -132,6 +133,13 @@ def check_flags(args) -> None:
                         ("--cache-dir", args.cache_dir)):
         if value and Path(value).exists() and not Path(value).is_dir():
             raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
+        if value:  # made now, and written in once: /proc or a read-only disk was a traceback at the first write
+            try:
+                Path(value).mkdir(parents=True, exist_ok=True)
+                tempfile.TemporaryFile(dir=value).close()
+            except OSError as e:
+                raise SpecError(f"{flag} '{value}': expected a directory the runner can write in, found "
+                                f"{e.strerror or e} ({e.filename or value})") from None
 
 
 def ignored_environment(profile: dict) -> None:
