@@ -185,7 +185,8 @@ def run_pretrain(args) -> int:
     if diverged:  # a finite training loss can hide it (--lr 1e4): a biLM at perplexity inf is no finished biLM
         h = diverged[0]
         raise ElmoInputError(f"pretraining diverged: held-out perplexity forward {h['forward']}, backward "
-                             f"{h['backward']} after {h['tokens_trained']} tokens (step {h['step']}); no biLM written to {out}: "
+                             f"{h['backward']} after {h['tokens_trained']} tokens (step {h['step']}); no biLM "
+                             f"written to {out}: "
                              f"lower --lr (now {settings.lr:g}) or --clip" + (f" and remove {checkpoint_path} to "
                              f"start again" if checkpoint_path.exists() else ""))
     trainer.save_checkpoint(checkpoint_path)

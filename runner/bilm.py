@@ -15,7 +15,9 @@ without a softmax, so ``finetune`` starts a new one over the task text's vocabul
 
 The stages run on the profile's ``device`` (``--device``; default cpu). Each stage is
 resumable like the runs: pretraining continues from its checkpoint (``--resume``) until its ``--tokens`` or
-``--epochs`` budget is spent; a fine-tuning is done once its ``perplexity.json`` exists. The fine-tuning text of a
+``--epochs`` budget is spent; a fine-tuning is done once its ``perplexity.json`` exists. Both are keyed on the bytes
+they read (``stage_args.json``: a changed corpus, task file or starting biLM makes the stage again) and refused when
+their written options or weights no longer match their record. The fine-tuning text of a
 task is the sentences its own dataset reader gives for the training (and dev) files, one per line, so any task
 works without knowing its file format. Every command and its wall time go to ``OUT/stages.json``.
 """

@@ -19,7 +19,8 @@ A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at 
                 "dims": ["300:cased", "100:lowercase", "50:lowercase"], "args": ["--epochs", "5"]}
 
 The stage (``prepare_vectors``, run by the runner before any run) is skipped once ``OUT/vectors.json`` records the
-same training files and settings; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
+same training files (their sha256 too: a changed corpus makes the vectors again) and settings, and refused while a
+vector file no longer matches the sha256 recorded for it; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
 ``OUT/vectors.json`` also holds the quality checks (WordSim-353 and SimLex-999 rank correlations, the Google analogy
 set, nearest neighbours of a few words; the word sets are the copies gensim ships for its own tests), which the
 runner writes to ``results/<profile>/vectors.md``.
@@ -259,7 +260,8 @@ def vectors_pending(profile: dict) -> bool:
     """True when prepare_vectors() would train the profile's vectors."""
     from runner.spec import repo_path
 
-    return bool(profile.get("vectors")) and to_make(repo_path(profile["vectors"]["out"]), stage_args(profile)) is not None
+    return bool(profile.get("vectors")) and to_make(repo_path(profile["vectors"]["out"]),
+                                                    stage_args(profile)) is not None
 
 
 def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:

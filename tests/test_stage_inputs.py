@@ -129,6 +129,40 @@ def test_a_changed_pretraining_corpus_or_task_file_makes_the_stages_again_and_a_
         check_stage_outputs(profile)
 
 
+def test_redo_stale_after_a_task_file_changed_fine_tunes_again_before_training_the_stale_runs(tmp_path):
+    """Before: with every run finished no stage was looked at, so --redo-stale trained the stale ELMo run again on
+    the biLM fine-tuned on the old training file."""
+    ner_train = tmp_path / "ner.train.conll"
+    ner_train.write_bytes(NER_SAMPLE.read_bytes())
+    official = REPO / "elmo_module" / "bundled"
+    tuned = tmp_path / "bilm-ner"
+    profile = copy.deepcopy(PROFILE)
+    profile["bilm"] = {"finetune": {"from": {"options": str(official / "tiny_options.json"),
+                                             "weights": str(official / "tiny_weights.hdf5")},
+                                    "tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"),
+                                    "args": ["--batch-size", "4", "--unroll", "5", "--threads", "1"]}}
+    profile["task_knobs"] = {"ner": {"TRAIN_PATH": str(ner_train), "ELMO_OPTIONS": str(tuned / "options.json"),
+                                     "ELMO_WEIGHTS": str(tuned / "weights.hdf5")}}
+    first = run_runner(tmp_path, profile)
+    assert first.returncode == 0, first.stderr[-2000:]
+
+    def elmo_result():
+        (path,) = [p for p in (tmp_path / "runs").glob("ner/*/result.json")
+                   if json.loads(p.read_text())["knobs"]["ELMO"] != "none"]
+        return json.loads(path.read_text())
+
+    old = sha(tuned / "weights.hdf5")
+    assert elmo_result()["inputs"]["ELMO_WEIGHTS"] == old
+    with open(ner_train, "a") as f:
+        f.write("\nZanzibar NNP I-NP I-LOC\nwins VBZ I-VP O\n")
+    stale = run_runner(tmp_path, profile)
+    assert stale.returncode == 2 and "2 finished runs read files that have changed since" in stale.stderr
+    again = run_runner(tmp_path, profile, "--redo-stale")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"biLM fine-tuning on ner: {ner_train} changed since {tuned} was made: fine-tuned again" in again.stdout
+    assert sha(tuned / "weights.hdf5") != old and elmo_result()["inputs"]["ELMO_WEIGHTS"] == sha(tuned / "weights.hdf5")
+
+
 def test_a_diverged_pretraining_is_no_finished_stage(tmp_path):
     profile = _bilm_profile(tmp_path, lr="1e4")
     with pytest.raises(SpecError) as error:
