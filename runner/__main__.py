@@ -133,13 +133,13 @@ def check_flags(args) -> None:
                         ("--cache-dir", args.cache_dir)):
         if value and Path(value).exists() and not Path(value).is_dir():
             raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
-        if value:  # made now, and written in once: /proc or a read-only disk was a traceback at the first write
+        if value:  # under /proc or on a read-only disk: a traceback at the first write. Its nearest existing
+            where = _existing(Path(value).absolute())  # folder is written in once (--check makes nothing)
             try:
-                Path(value).mkdir(parents=True, exist_ok=True)
-                tempfile.TemporaryFile(dir=value).close()
+                tempfile.TemporaryFile(dir=where).close()
             except OSError as e:
                 raise SpecError(f"{flag} '{value}': expected a directory the runner can write in, found "
-                                f"{e.strerror or e} ({e.filename or value})") from None
+                                f"{e.strerror or e} writing in {where}") from None
 
 
 def ignored_environment(profile: dict) -> None:
@@ -274,10 +274,12 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
     do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
     out of git), then their outputs; returns (inputs of each run, the finished runs)."""
+    from runner.inputs import unfinished_or_stale
+
     profile, run_dir = plan.profile, plan.run_dir
-    # --redo-stale: every run may train again, so the stages are brought up to date first (a changed corpus or task
-    # file makes them again), before the stale runs are found: else those train again on the old stage outputs
-    unrun = [r for r in wanted if args.redo_stale or load_result(run_dir[r] / "result.json")[0] is None]
+    # --redo-stale: the stale runs count as to do, so that their stages are brought up to date first
+    unrun = (unfinished_or_stale(wanted, run_dir, plan.runs_dir) if args.redo_stale
+             else [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None])
     parallel = args.jobs or int(profile.get("jobs", 1))
     _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, args))
     from runner.bilm import check_stage_outputs, prepare_bilm, stages_pending

@@ -154,3 +154,20 @@ def changed_sums(recorded: Dict[str, Optional[str]], current: Dict[str, Optional
     now and not then, counts (another file); one not here now (None: a source no longer needed) is not checked."""
     return [path for path in sorted(set(recorded) | set(current))
             if recorded.get(path) != current.get(path) and not (path in current and current[path] is None)]
+
+
+def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
+    """The runs with no finished result, or whose result recorded other bytes than today's files (the test of
+    runner/__main__.py check_finished, settling nothing): what --redo-stale will train, so the stages they read are
+    brought up to date before (a run found stale after them would train again on their old outputs)."""
+    from runner.execute import load_result
+    from runner.spec import repo_path
+
+    checksums, todo = Checksums(runs_dir / ".checksums.json"), []
+    for run in runs:
+        result = load_result(run_dir[run] / "result.json")[0]
+        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
+        if result is None or stale_inputs(result.get("inputs"), run_inputs(paths, checksums, repo_path), paths):
+            todo.append(run)
+    checksums.save()
+    return todo

@@ -531,8 +531,8 @@ def test_ctrl_c_stops_the_sweep(interrupted_sweep):
     (["--results-dir", "{tmp}/p.json"], "error: --results-dir '{tmp}/p.json': expected a directory (or a path to "
                                         "make one), found a file"),
     (["--results-dir", "/proc/elmo-results"], "error: --results-dir '/proc/elmo-results': expected a directory the "
-                                              "runner can write in, found No such file or directory "
-                                              "(/proc/elmo-results)"),
+                                              "runner can write in, found No such file or directory writing "
+                                              "in /proc"),
 ])
 def test_bad_runner_flags_are_one_line_before_any_work(tmp_path, capsys, fake_training, flags, message):
     """Issue 25: --jobs -1 was a traceback, --threads -2 quietly accepted, a --results-dir that is a file a
