@@ -70,11 +70,16 @@ fi
 # also sit in pip's TMPDIR until the install ends (~3.3 GB more, not counted: a local index or cache needs none).
 # The old .venv's own space counts as free, since it is replaced.
 need_gb=${ELMO_SETUP_FREE_GB:-9}
+# a number, compared as one (bash's (( )) took 1e9 and -1 as no limit and stopped at abc with "unbound variable")
+if [[ ! $need_gb =~ ^[0-9]+([.][0-9]*)?([eE][+]?[0-9]+)?$ ]]; then
+  echo "setup_env.sh: ELMO_SETUP_FREE_GB: expected a non-negative number of GB (default 9), found '$need_gb'" >&2
+  exit 1
+fi
 parent=$(dirname "$venv"); mkdir -p "$parent"
 free_kb=$(df -Pk "$parent" | awk 'NR == 2 {print $4}')
 old_kb=$( [[ -d $venv ]] && du -sk "$venv" | cut -f1 || echo 0)
 have_gb=$(( (free_kb + old_kb) / 1048576 ))
-if (( have_gb < need_gb )); then
+if awk -v have="$((free_kb + old_kb))" -v need="$need_gb" 'BEGIN {exit !(have / 1048576 < need + 0)}'; then
   echo "setup_env.sh: $(cd "$parent" && pwd): expected at least $need_gb GB free for $venv (8.1 GB once installed, and ~3.3 GB of downloads in TMPDIR), found $have_gb GB. Free some space or put the environment on a larger disk (ELMO_VENV=/path/to/venv, TMPDIR=/path/to/tmp), then run this again." >&2
   exit 1
 fi

@@ -60,6 +60,29 @@ def expand_paths(patterns: Sequence[str], what: str) -> List[Path]:
     return paths
 
 
+def text_problem(path: Path) -> Optional[str]:
+    """None for UTF-8 text with a non-blank line; else what is wrong with it, in one line naming the file (and the
+    line of the first byte that is not UTF-8). A cheap whole-file pass, for checks before any training (the runner's
+    preflight of the stage corpora); read_corpus and the word-vectors stage say the same when they read the file."""
+    decoder, line, text = codecs.getincrementaldecoder("utf-8")(), 1, False
+    with open(path, "rb") as f:
+        for number, block in enumerate(iter(lambda: f.read(1 << 22), b"")):
+            block = block.removeprefix(codecs.BOM_UTF8) if number == 0 else block
+            try:
+                text = decoder.decode(block).strip() != "" or text
+            except UnicodeDecodeError as e:
+                at = max(0, min(e.start, len(block) - 1))
+                return (f"{path}:{line + block.count(b'\n', 0, at)}: not valid UTF-8 (byte 0x{block[at]:02x}); "
+                        f"expected UTF-8 text, one sentence or paragraph per line")
+            line += block.count(b"\n")
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return f"{path}:{line}: not valid UTF-8 (cut in the middle of a character at its end)"
+    return None if text else f"{path}: no text (an empty file, or blank lines only); expected one sentence or " \
+                             f"paragraph per line"
+
+
 class Corpus:
     """Text as one flat array of type ids, each line wrapped in ``<S> ... </S>``; ``starts`` marks the lines."""
 

@@ -17,7 +17,6 @@ nonlinearities (the cell state is float32) and the layer returns float32.
 """
 import functools
 import gc
-import os
 import threading
 import warnings
 import weakref
@@ -28,15 +27,16 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from elmo_module import precision
+from elmo_module.flags import env_flag
 
 _scratch_memory = threading.local()  # per thread (the two directions run in two): layer -> {name: flat tensor}
 _packed_memory = weakref.WeakKeyDictionary()  # layer -> (its weights' (address, version), their oneDNN copies)
-USE_ONEDNN = os.environ.get("ELMO_ONEDNN", "1") != "0"  # 0: the plain MKL path everywhere (for comparisons)
+USE_ONEDNN = env_flag("ELMO_ONEDNN", True)  # 0: the plain MKL path everywhere (for comparisons)
 # 0: training records the step loop's autograd graph (``_step``) instead of ``_Recurrence`` (the reference of
 # tests/test_lstm_backward.py, and the "old" side of tools/lstm_backward_bench.py)
-USE_RECURRENCE = os.environ.get("ELMO_LSTM_RECURRENCE", "1") != "0"
+USE_RECURRENCE = env_flag("ELMO_LSTM_RECURRENCE", True)
 # 0: on CUDA, ``_Recurrence`` runs its kernels one launch at a time instead of replaying them as CUDA graphs
-USE_CUDA_GRAPHS = os.environ.get("ELMO_CUDA_GRAPHS", "1") != "0"
+USE_CUDA_GRAPHS = env_flag("ELMO_CUDA_GRAPHS", True)
 _graphs = weakref.WeakKeyDictionary()  # layer -> {a call's shapes: its graphed _Recurrence} (``_recurrence``)
 GRAPHS_PER_LAYER = 4
 

@@ -181,6 +181,14 @@ def run_pretrain(args) -> int:
         progress.close()
     seconds = time.perf_counter() - started - eval_seconds[0]  # training time only
     result = trainer.history[-1] if trainer.history[-1]["step"] == trainer.step else evaluate()
+    diverged = [h for h in trainer.history if not all(math.isfinite(h[k]) for k in ("forward", "backward", "average"))]
+    if diverged:  # a finite training loss can hide it (--lr 1e4): a biLM at perplexity inf is no finished biLM
+        h = diverged[0]
+        raise ElmoInputError(f"pretraining diverged: held-out perplexity forward {h['forward']}, backward "
+                             f"{h['backward']} after {h['tokens_trained']} tokens (step {h['step']}); no biLM "
+                             f"written to {out}: "
+                             f"lower --lr (now {settings.lr:g}) or --clip" + (f" and remove {checkpoint_path} to "
+                             f"start again" if checkpoint_path.exists() else ""))
     trainer.save_checkpoint(checkpoint_path)
     # a resumed run's perplexity.json describes the weights about to be replaced: gone until the new files are all
     # written, so a kill between them never leaves new weights beside the old record (or the reverse)

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -137,6 +138,13 @@ def check_flags(args) -> None:
                         ("--cache-dir", args.cache_dir)):
         if value and Path(value).exists() and not Path(value).is_dir():
             raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
+        if value:  # under /proc or on a read-only disk: a traceback at the first write. Its nearest existing
+            where = _existing(Path(value).absolute())  # folder is written in once (--check makes nothing)
+            try:
+                tempfile.TemporaryFile(dir=where).close()
+            except OSError as e:
+                raise SpecError(f"{flag} '{value}': expected a directory the runner can write in, found "
+                                f"{e.strerror or e} writing in {where}") from None
 
 
 def ignored_environment(profile: dict) -> None:
@@ -278,13 +286,19 @@ def run_stages(plan: Plan, args, wanted, gpus, stage_device, archive):
     """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
     do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
     out of git), then their outputs; returns (inputs of each run, the finished runs)."""
+    from runner.inputs import unfinished_or_stale
+
     profile, run_dir = plan.profile, plan.run_dir
-    unrun = [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None]
+    # --redo-stale: the stale runs count as to do, so that their stages are brought up to date first
+    unrun = (unfinished_or_stale(wanted, run_dir, plan.runs_dir) if args.redo_stale
+             else [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None])
     parallel = args.jobs or int(profile.get("jobs", 1))
     _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, args))
-    from runner.bilm import prepare_bilm, stages_pending
+    from runner.bilm import check_stage_outputs, prepare_bilm, stages_pending
     from runner.vectors import prepare_vectors, vectors_pending
 
+    vectors_pending(profile)  # a stage output that no longer matches its record stops here, runs to do or not
+    check_stage_outputs(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
     beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2

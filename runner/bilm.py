@@ -15,11 +15,14 @@ without a softmax, so ``finetune`` starts a new one over the task text's vocabul
 
 The stages run on the profile's ``device`` (``--device``; default cpu). Each stage is
 resumable like the runs: pretraining continues from its checkpoint (``--resume``) until its ``--tokens`` or
-``--epochs`` budget is spent; a fine-tuning is done once its ``perplexity.json`` exists. The fine-tuning text of a
+``--epochs`` budget is spent; a fine-tuning is done once its ``perplexity.json`` exists. Both are keyed on the bytes
+they read (``stage_args.json``: a changed corpus, task file or starting biLM makes the stage again) and refused when
+their written options or weights no longer match their record. The fine-tuning text of a
 task is the sentences its own dataset reader gives for the training (and dev) files, one per line, so any task
 works without knowing its file format. Every command and its wall time go to ``OUT/stages.json``.
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -71,9 +74,92 @@ def check_settings(out: Path, args: List[str], what: str) -> None:
                         f"remove {out} to make it again, or put the profile's args back")
 
 
-def _record_settings(out: Path, args: List[str]) -> None:
+def _record_settings(out: Path, args: List[str], inputs: Dict[str, Optional[str]], outputs: dict = None) -> None:
+    """OUT/stage_args.json: the args, the sha256 of the files the stage read (``inputs``) and, once it is done, of
+    the files it wrote (``outputs``): a stage is keyed as a run is (runner/inputs.py)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / SETTINGS, {"args": args})
+    write_json(out / SETTINGS, {"args": args, "inputs": inputs, **({"outputs": outputs} if outputs else {})})
+
+
+OUTPUTS = ("options.json", "weights.hdf5")  # what the runs read of a stage (ELMO_OPTIONS, ELMO_WEIGHTS)
+
+
+def _recorded(out: Path) -> dict:
+    try:
+        return json.loads((out / SETTINGS).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _changed(out: Path, inputs: Dict[str, Optional[str]], what: str, quiet: bool = False) -> List[str]:
+    """The files whose bytes changed since the stage in OUT read them (its stage_args.json). A record made before
+    the stage recorded them is taken as made from today's files (a warning says so, and they are recorded; not
+    ``quiet``: only looked at)."""
+    from runner.inputs import changed_sums
+
+    record = _recorded(out)
+    if not record:
+        return []
+    if "inputs" not in record:
+        if not quiet:
+            print(f"warning: {what}: {out} does not record the checksums of the files it read (made before the "
+                  f"stage recorded them): taken as made from today's", file=sys.stderr)
+            _record_settings(out, record["args"], inputs, record.get("outputs"))
+        return []
+    return changed_sums(record["inputs"], inputs)
+
+
+def _check_outputs(out: Path, what: str) -> None:
+    """A finished stage's options and weights against the sha256 its record keeps (recorded now if it keeps none):
+    a file changed since (cut, replaced) is refused in one line, never reused, nor trained on by --redo-stale."""
+    from runner.inputs import sha256_of
+
+    record = _recorded(out)
+    if not record or not all((out / name).is_file() for name in OUTPUTS):
+        return
+    now = {name: sha256_of(out / name) for name in OUTPUTS}
+    if "outputs" not in record:
+        _record_settings(out, record["args"], record.get("inputs", {}), now)
+        return
+    for name in OUTPUTS:
+        if record["outputs"].get(name) != now[name]:
+            raise SpecError(f"{what}: {out / name} does not match its record in {out / SETTINGS} (sha256 "
+                            f"{str(record['outputs'].get(name))[:12]}, found {now[name][:12]}, "
+                            f"{(out / name).stat().st_size:,} bytes): remove {out} to make it again (the runs "
+                            f"that read it then train again)")
+
+
+def _files(args: List[str], flags) -> List[str]:
+    """The files named by ``flags`` in a stage's args (globs expanded, relative to the repository where the stage
+    runs), as given: what the stage reads."""
+    import glob
+
+    options, files = _options(args), []
+    for flag in flags:
+        for pattern in options.get(flag, []):
+            pattern = expand(pattern)
+            files += sorted(glob.glob(pattern, root_dir=REPO)) if glob.has_magic(pattern) else [pattern]
+    return files
+
+
+def pretrain_inputs(args: List[str]) -> Dict[str, Optional[str]]:
+    """What a pretraining reads: its options file, training and held-out text."""
+    from runner.inputs import stage_sums
+
+    return stage_sums(_files(args, ("--options", "--train", "--heldout")), repo_path)
+
+
+def finetune_inputs(source: List[str], task: str, knobs: Dict[str, str]) -> Dict[str, Optional[str]]:
+    """What a fine-tuning reads: the biLM it starts from (--from DIR: its options, weights, softmax and vocabulary;
+    or --options and --weights) and the task's training and dev files (the task text is written from them)."""
+    from runner.inputs import input_paths, stage_sums
+
+    flags = _options(source)
+    files = [str(Path(flags["--from"][0]) / name) for name in (*OUTPUTS, "softmax.hdf5", "vocab.txt")
+             if (Path(flags["--from"][0]) / name).is_file()] if "--from" in flags else []
+    files += [v[0] for k, v in flags.items() if k in ("--options", "--weights")]
+    data = input_paths(task, knobs, uses_elmo=False)
+    return stage_sums(files + [data["TRAIN_PATH"], data["DEV_PATH"]], repo_path)
 
 
 def pretraining_done(out: Path, args: List[str]) -> bool:
@@ -139,16 +225,25 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     read as whole sentences (SST_PHRASES=false): its phrases are sub-strings of the training sentences."""
     from runner.cache import read_task_sentences
 
-    files = {}
+    from runner.inputs import input_paths, stage_sums
+
+    files, data = {}, input_paths(task, knobs, uses_elmo=False)
     for split, key in (("train", "TRAIN_PATH"), ("dev", "DEV_PATH")):
         path = directory / f"{task}.{split}.txt"
-        if not path.is_file():
+        source = stage_sums([data[key]], repo_path)  # the text is made again from a changed (or other) data file
+        record = path.with_name(path.name + ".source.json")
+        try:
+            current = json.loads(record.read_text()) == source and path.is_file()
+        except (OSError, ValueError):
+            current = False
+        if not current:
             sentences = read_task_sentences(task, {**knobs, "SST_PHRASES": "false"}, [key])
             lines = dict.fromkeys(" ".join(s) for s in sentences if s)
             partial = path.with_name(path.name + ".partial")
             partial.parent.mkdir(parents=True, exist_ok=True)
             partial.write_text("".join(line + "\n" for line in lines))
             os.replace(partial, path)
+            write_json(record, source)
         files[split] = path
     return files
 
@@ -168,16 +263,27 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         pre = spec["pretrain"]
         out = repo_path(pre["out"])
         check_settings(out, pre["args"], "biLM pretraining")
+        inputs = pretrain_inputs(pre["args"])
+        changed = _changed(out, inputs, "biLM pretraining")
+        if changed:  # neither reused nor resumed: the runs that read the old biLM are then stale (its checksum)
+            print(f"biLM pretraining: {', '.join(changed)} changed since {out} was made: pretrained again")
+            shutil.rmtree(out)
         if pretraining_done(out, pre["args"]):
+            _check_outputs(out, "biLM pretraining")
+            heldout = json.loads((out / "perplexity.json").read_text())["heldout"]
+            if not math.isfinite(heldout["average"]):  # written before `pretrain` refused a diverged biLM
+                raise SpecError(f"biLM pretraining: {out} diverged (held-out perplexity {heldout['average']}): "
+                                f"remove {out} and pretrain again with a lower --lr")
             print(f"biLM pretraining: done ({out})")
         else:
             resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
-            _record_settings(out, pre["args"])
+            _record_settings(out, pre["args"], inputs)
             _call([*python, "pretrain", *pre["args"], *_device(device, pre["args"]), "--out", str(out), *resume],
                   out, out / "pretrain.log", "biLM pretraining", show=not quiet)
             if not pretraining_done(out, pre["args"]):
                 raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
                                 f"from {out / 'checkpoint.pt'}")
+            _check_outputs(out, "biLM pretraining")  # records the outputs' checksums
         source = ["--from", str(out)]
     else:
         source = None  # finetune.from, checked when a fine-tuning is to run
@@ -186,25 +292,36 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         if task not in task_knobs:
             continue
         target = repo_path(fine["out"].format(task=task))
-        check_settings(target, fine.get("args", []), f"biLM fine-tuning on {task}")
-        if (target / "perplexity.json").is_file():
-            print(f"biLM fine-tuning on {task}: done ({target})")
+        what = f"biLM fine-tuning on {task}"
+        check_settings(target, fine.get("args", []), what)
+        done = (target / "perplexity.json").is_file()
+        source = source or _finetune_source(profile, fine, check=not done)  # (a done one needs it only to check it)
+        inputs = finetune_inputs(source, task, task_knobs[task])
+        changed = _changed(target, inputs, what) if done else []
+        if changed:  # another task file or a pretraining made again since: the old copy is not reused
+            print(f"{what}: {', '.join(changed)} changed since {target} was made: fine-tuned again")
+        elif done:
+            _check_outputs(target, what)
+            print(f"{what}: done ({target})")
             continue
-        source = source or _finetune_source(profile, fine)
+        if "--from" not in source:
+            source = _finetune_source(profile, fine)  # a missing source is named now (one line)
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
         args = fine.get("args", [])
         todo.append(([*python, "finetune", *source, "--train", str(text["train"]), "--dev", str(text["dev"]),
                       "--tokenize", "whitespace", *args, *_device(device, args), "--out", str(target)],
-                     target, target.parent / f"finetune-{task}.log", f"biLM fine-tuning on {task}"))
+                     target, target.parent / f"finetune-{task}.log", what, inputs))
     # one fine-tuning per GPU slot; on one unnamed GPU, one after another, each with the whole device
     jobs = len(gpus) or (1 if device == "cuda" else jobs)
     show = not quiet and (jobs <= 1 or len(todo) <= 1)  # parallel progress bars would garble each other: logs only
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # one process each, `jobs` at a time
         pinned = [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(len(todo))]
         def finetune(job, env):
-            _call(*job, show, env)
-            _record_settings(job[1], fine.get("args", []))  # finetune writes only into an empty --out
+            *call, inputs = job
+            _call(*call, show, env)
+            _record_settings(job[1], fine.get("args", []), inputs)  # finetune writes only into an empty --out
+            _check_outputs(job[1], job[3])  # records the outputs' checksums
 
         for future in [pool.submit(finetune, job, env) for job, env in zip(todo, pinned)]:
             future.result()
@@ -213,11 +330,28 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
 def stages_pending(profile: dict, tasks) -> bool:
     """True when prepare_bilm() would run a stage for runs of ``tasks``."""
     spec = profile.get("bilm") or {}
-    if "pretrain" in spec and not pretraining_done(repo_path(spec["pretrain"]["out"]), spec["pretrain"]["args"]):
-        return True
+    if "pretrain" in spec:
+        out = repo_path(spec["pretrain"]["out"])
+        if not pretraining_done(out, spec["pretrain"]["args"]) or _changed(
+                out, pretrain_inputs(spec["pretrain"]["args"]), "", quiet=True):
+            return True
     fine = spec.get("finetune") or {}
-    return any(not (repo_path(fine["out"].format(task=task)) / "perplexity.json").is_file()
-               for task in fine.get("tasks", []) if task in tasks)
+    for task in (t for t in fine.get("tasks", []) if t in tasks):
+        target = repo_path(fine["out"].format(task=task))
+        source = ["--from", str(repo_path(spec["pretrain"]["out"]))] if "pretrain" in spec else (
+            _finetune_source(profile, fine, check=False))
+        if not (target / "perplexity.json").is_file() or _changed(
+                target, finetune_inputs(source, task, tasks[task]), "", quiet=True):
+            return True
+    return False
+
+
+def check_stage_outputs(profile: dict) -> None:
+    """Every finished stage's options and weights against its record (_check_outputs), whether or not a stage is to
+    run: a weights file cut or replaced since is refused before any run reads it (--redo-stale included)."""
+    for kind, out in _stage_dirs(profile):
+        if (out / "perplexity.json").is_file():
+            _check_outputs(out, "biLM pretraining" if kind == "pretrain" else f"biLM fine-tuning ({out.name})")
 
 
 def _device(device: str, args: List[str]) -> List[str]:
@@ -226,8 +360,9 @@ def _device(device: str, args: List[str]) -> List[str]:
     return [] if "--device" in args else ["--device", "cuda" if device == "cuda" else "cpu"]
 
 
-def _finetune_source(profile: dict, fine: dict) -> List[str]:
-    """``--options X --weights Y`` of ``finetune.from`` (the biLM to fine-tune when there is no pretrain stage)."""
+def _finetune_source(profile: dict, fine: dict, check: bool = True) -> List[str]:
+    """``--options X --weights Y`` of ``finetune.from`` (the biLM to fine-tune when there is no pretrain stage);
+    ``check``: a missing or unset one is a one-line error (else given as it is: not checkable)."""
     given = fine.get("from")
     if not isinstance(given, dict) or set(given) != {"options", "weights"}:
         raise SpecError(f"profile '{profile.get('name')}': bilm.finetune needs a pretrain stage or "
@@ -237,7 +372,7 @@ def _finetune_source(profile: dict, fine: dict) -> List[str]:
     for key, knob in (("options", "ELMO_OPTIONS"), ("weights", "ELMO_WEIGHTS")):
         value = expand(str(given[key]))
         path = repo_path(value)
-        if "${" in value or not path.is_file():
+        if check and ("${" in value or not path.is_file()):
             hint = f"; {hints[knob]}" if knob in hints else ""
             raise SpecError(f"bilm.finetune.from.{key} = {given[key]}: "
                             f"{'an environment variable is not set' if '${' in value else f'{path} is not a file'}"

@@ -130,3 +130,44 @@ def settle_stale(stale: list, redo: bool, what: str, verb: str, note: str = "run
     for directory, changed in stale:
         os.replace(directory / "result.json", directory / "result.stale.json")
         print(f"stale, {note}: {directory} ({', '.join(changed)} changed)")
+
+
+# ---------------------------------------------------------------- what a stage read and wrote
+
+# The stages (runner/vectors.py, runner/bilm.py) are keyed as runs are: on the bytes of the files they read. Their
+# records keep {path: sha256}; the checksums are computed in this process, kept by (size, mtime) while it lives.
+_IN_PROCESS = Checksums(Path(os.devnull))  # never saved (a stage's corpus is hashed once per runner invocation)
+
+
+def sha256_of(path: Path) -> str:
+    """sha256 of a file, or of a directory (every file below, by relative path): Checksums.of."""
+    return _IN_PROCESS.of(Path(path))
+
+
+def stage_sums(paths, resolve) -> Dict[str, Optional[str]]:
+    """Path as given -> its sha256 (None for one not here): what a stage reads, recorded with its output."""
+    return {str(p): (sha256_of(resolve(str(p))) if resolve(str(p)).exists() else None) for p in paths}
+
+
+def changed_sums(recorded: Dict[str, Optional[str]], current: Dict[str, Optional[str]]) -> list:
+    """The paths whose bytes differ between a stage's record and today's files; a path read then and not now, or
+    now and not then, counts (another file); one not here now (None: a source no longer needed) is not checked."""
+    return [path for path in sorted(set(recorded) | set(current))
+            if recorded.get(path) != current.get(path) and not (path in current and current[path] is None)]
+
+
+def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
+    """The runs with no finished result, or whose result recorded other bytes than today's files (the test of
+    runner/__main__.py check_finished, settling nothing): what --redo-stale will train, so the stages they read are
+    brought up to date before (a run found stale after them would train again on their old outputs)."""
+    from runner.execute import load_result
+    from runner.spec import repo_path
+
+    checksums, todo = Checksums(runs_dir / ".checksums.json"), []
+    for run in runs:
+        result = load_result(run_dir[run] / "result.json")[0]
+        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
+        if result is None or stale_inputs(result.get("inputs"), run_inputs(paths, checksums, repo_path), paths):
+            todo.append(run)
+    checksums.save()
+    return todo

@@ -195,19 +195,66 @@ def glove_dimension(path: Path) -> Tuple[Optional[int], str]:
     return size, f"{size}-d vectors ({count} of its first lines have {size + 1} space-separated fields)"
 
 
+NONFINITE = re.compile(rb"[ \t][-+]?(?:nan|inf(?:inity)?)(?=[ \t\r\n]|$)", re.IGNORECASE)  # a value, not a word
+FULL_SCAN_BYTES = 256 * 1024 * 1024  # a larger GloVe file (840B: 5.6 GB) is checked on its first this many bytes
+
+
+def glove_nonfinite(path: Path) -> Optional[str]:
+    """Where a GloVe text file holds a NaN or infinite value (allennlp reads them as such: the run's loss is then
+    NaN), or None: the whole file up to FULL_SCAN_BYTES, else its first FULL_SCAN_BYTES (a regular expression
+    over the bytes, ~1 s per GB)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    line, tail, read = 1, b"", 0
+    with opener(path, "rb") as f:
+        while read < FULL_SCAN_BYTES:
+            block = f.read(1 << 24)
+            if not block:
+                break
+            read += len(block)
+            data = tail + block
+            cut = data.rfind(b"\n") + 1 if len(block) == 1 << 24 else len(data)  # whole lines only, but at the end
+            match = NONFINITE.search(data, 0, cut)
+            if match:
+                at = line + data.count(b"\n", 0, match.start())
+                return f"the value {match.group().strip().decode()} at line {at}"
+            line, tail = line + data.count(b"\n", 0, cut), data[cut:]
+    return None
+
+
+def _stage_vectors(profile: dict, path: Path) -> Optional[Tuple[Optional[int], str]]:
+    """(dimension, what) of a GloVe path that the profile's word-vectors stage will write (runner/vectors.py), read
+    from the stage's dims; (None, what) for a file there that the stage does not make; None for any other path."""
+    spec = profile.get("vectors")
+    if not spec or path.parent != repo_path(spec["out"]):
+        return None
+    from runner.vectors import file_name
+
+    made = {file_name(int(d.split(":")[0]), d.split(":")[1]): int(d.split(":")[0]) for d in spec.get(
+        "dims", ["300:cased", "100:lowercase", "50:lowercase"])}
+    if path.name in made:
+        return made[path.name], f"{made[path.name]}-d vectors (what the word-vectors stage makes there: its dims)"
+    return None, f"a file the word-vectors stage does not make (it makes {', '.join(made)})"
+
+
 def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
     problems = []
     for where, node in _nodes(config["model"], "model"):
         if not node.get("pretrained_file"):
             continue
         path = repo_path(str(node["pretrained_file"]))
-        if not path.is_file():
-            continue  # reported as missing
         expected = int(node["embedding_dim"])
-        try:
-            found, what = glove_dimension(path)
-        except OSError as e:
-            found, what = None, f"an unreadable file ({_first_line(e)})"
+        found, what = _stage_vectors(profile, path) or (None, None)
+        if what is None and not path.is_file():
+            continue  # reported as missing
+        if what is None:
+            try:
+                found, what = glove_dimension(path)
+                nonfinite = glove_nonfinite(path)
+            except OSError as e:
+                found, what, nonfinite = None, f"an unreadable file ({_first_line(e)})", None
+            if nonfinite and found == expected:
+                problems.append(Problem(str(path), "finite numbers (a NaN or infinite vector makes the run's loss "
+                                        "NaN)", nonfinite, "Use another GloVe file, or make the vectors again"))
         if found != expected:
             raw = _raw_knob(profile, task, "GLOVE_PATH")
             hints = profile.get("requires", {})
@@ -216,6 +263,40 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
                    f"file (tasks/{task}/README.md says which)")
             problems.append(Problem(str(path), f"{expected}-d GloVe vectors ({task} config {where}.embedding_dim, "
                                                f"SIZE {config_size(profile, task)})", what, fix))
+    return problems
+
+
+def stage_corpus_problems(profile: dict) -> List[Problem]:
+    """The text the profile's own stages train on (the word vectors' --train; the biLM pretraining's --train and
+    --heldout): each file there, UTF-8, with some text (elmo_module.lm_data.text_problem reads it whole, fast). The
+    stage would otherwise fail on it after the runs were planned (the vectors with a traceback)."""
+    import glob
+
+    from elmo_module.lm_data import text_problem
+    from runner.bilm import _options
+    from runner.spec import expand
+
+    stages = []
+    if profile.get("vectors"):
+        stages.append(("word vectors", [("--train", profile["vectors"].get("train", []))]))
+    pre = (profile.get("bilm") or {}).get("pretrain")
+    if pre:
+        options = _options(pre.get("args", []))
+        stages.append(("biLM pretraining", [(n, options.get(n, [])) for n in ("--train", "--heldout")]))
+    problems = []
+    for stage, lists in stages:
+        for flag, patterns in lists:
+            for pattern in map(expand, patterns):
+                matches = sorted(glob.glob(pattern, root_dir=REPO)) if glob.has_magic(pattern) else [pattern]
+                if not matches or not repo_path(matches[0]).is_file():
+                    problems.append(Problem(pattern, f"a text file for the {stage} stage's {flag}", "nothing there",
+                                            "Fix the profile's path"))
+                for match in matches if matches and repo_path(matches[0]).is_file() else ():
+                    found = text_problem(repo_path(match))
+                    if found:
+                        problems.append(Problem(f"the {stage} stage's {flag}", "", found,
+                                                "Convert the file to UTF-8 (iconv -f latin1 -t utf-8) or give "
+                                                "another"))
     return problems
 
 
@@ -445,6 +526,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
     exclude = bilm_outputs(profile)
     problems = missing_files(profile, runs, exclude) + stage_files(profile)
     problems += gpu_problems(profile, runs)
+    problems += stage_corpus_problems(profile)
     samples: Dict[str, Dict[str, DataSample]] = {}
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
         for task in sorted({r.task for r in runs}):

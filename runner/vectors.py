@@ -19,7 +19,8 @@ A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at 
                 "dims": ["300:cased", "100:lowercase", "50:lowercase"], "args": ["--epochs", "5"]}
 
 The stage (``prepare_vectors``, run by the runner before any run) is skipped once ``OUT/vectors.json`` records the
-same training files and settings; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
+same training files (their sha256 too: a changed corpus makes the vectors again) and settings, and refused while a
+vector file no longer matches the sha256 recorded for it; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
 ``OUT/vectors.json`` also holds the quality checks (WordSim-353 and SimLex-999 rank correlations, the Google analogy
 set, nearest neighbours of a few words; the word sets are the copies gensim ships for its own tests), which the
 runner writes to ``results/<profile>/vectors.md``.
@@ -27,13 +28,15 @@ runner writes to ``results/<profile>/vectors.md``.
     python -m runner.vectors --train F [F ...] --out DIR [--dims 300:cased 100:lowercase 50:lowercase] [--epochs 5]
 """
 import argparse
-import hashlib
+import codecs
 import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from runner.inputs import sha256_of, stage_sums
 
 RECORD = "vectors.json"
 NEIGHBOUR_WORDS = ("king", "France", "good", "Monday", "computer", "play", "bank", "seven")
@@ -63,13 +66,23 @@ def _tokenized_corpus(train: List[Path], out: Path, lowercase: bool) -> Dict[str
     with open(partial, "w", encoding="utf-8") as f:
         for source in train:
             print(f"  tokenizing {source}{' (lowercased)' if lowercase else ''}", flush=True)
-            with open(source, encoding="utf-8-sig", errors="strict", newline=None) as lines:
-                for number, line in enumerate(lines, 1):
+            with open(source, "rb") as lines:
+                for number, raw in enumerate(lines, 1):
+                    try:  # one line naming file and line, as the biLM's pretraining says it (elmo_module/lm_data.py)
+                        line = (raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw).decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        partial.unlink()
+                        raise SystemExit(f"error: {source}:{number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                                         f"column {e.start + 1}); expected UTF-8 text, one paragraph per line")
                     tokens = tokenize_simple(line.lower() if lowercase else line)
                     if tokens:
                         f.write(" ".join(tokens) + "\n")
                         counts["lines"] += 1
                         counts["tokens"] += len(tokens)
+    if not counts["tokens"]:
+        partial.unlink()
+        raise SystemExit(f"error: --train {' '.join(map(str, train))}: no text (empty files, or blank lines only); "
+                         f"expected one paragraph per line")
     os.replace(partial, path)
     counts["path"] = str(path)
     return counts
@@ -119,7 +132,8 @@ def train(args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    record = {"settings": settings(args), "gensim": gensim.__version__, "files": {}, "corpus": {}}
+    record = {"settings": settings(args), "inputs": stage_sums(args.train, Path), "gensim": gensim.__version__,
+              "files": {}, "corpus": {}}
     for lowercase in sorted({case == "lowercase" for _, case in _dims(args.dims)}):
         corpus = _tokenized_corpus([Path(p) for p in args.train], out, lowercase)
         record["corpus"]["lowercase" if lowercase else "cased"] = corpus
@@ -129,13 +143,18 @@ def train(args) -> dict:
             print(f"  training {dim}-d {case} vectors ({args.epochs} epochs over {corpus['tokens']:,} tokens, "
                   f"{args.threads} thread(s))", flush=True)
             began = time.time()
-            model = Word2Vec(corpus_file=corpus["path"], vector_size=dim, window=args.window, min_count=args.min_count,
-                             max_final_vocab=args.max_vocab, sg=1, negative=5, sample=1e-4, epochs=args.epochs,
-                             workers=args.threads, seed=args.seed)
+            try:
+                model = Word2Vec(corpus_file=corpus["path"], vector_size=dim, window=args.window,
+                                 min_count=args.min_count, max_final_vocab=args.max_vocab, sg=1, negative=5,
+                                 sample=1e-4, epochs=args.epochs, workers=args.threads, seed=args.seed)
+            except RuntimeError as e:  # gensim: "you must first build vocabulary before training the model"
+                os.remove(corpus["path"])
+                raise SystemExit(f"error: --train: no word occurs --min-count {args.min_count} times in its "
+                                 f"{corpus['tokens']:,} tokens ({e}); expected more text or a lower --min-count")
             path = out / file_name(dim, case)
             write_glove(model.wv, path)
             record["files"][str(dim)] = {"path": path.name, "case": case, "vocabulary": len(model.wv),
-                                         "bytes": path.stat().st_size, "sha256": _sha256(path),
+                                         "bytes": path.stat().st_size, "sha256": sha256_of(path),
                                          "train_s": round(time.time() - began, 1),
                                          **quality(model.wv, lowercase)}
         os.remove(corpus["path"])  # the tokenized text is large and cheap to make again
@@ -148,12 +167,6 @@ def train(args) -> dict:
     return record
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def settings(args) -> dict:
@@ -191,18 +204,42 @@ def parse_args(argv=None):
     return args
 
 
-def done(out: Path, args: List[str]) -> bool:
-    """True when OUT/vectors.json records the settings that ``args`` ask for (the stage is then skipped)."""
+def to_make(out: Path, args: List[str]) -> Optional[str]:
+    """None when OUT holds the vectors that ``args`` ask for (the stage is then skipped): OUT/vectors.json records
+    the same settings and the same bytes of the training files as today's. Else why they are to be made (one line).
+    A vector file that no longer matches its own record (cut, edited) is refused (SpecError): reused, or trained on
+    by --redo-stale, it would give runs of other vectors than the record says."""
+    from runner.execute import write_json
+    from runner.inputs import changed_sums
+    from runner.spec import SpecError, repo_path
+
     path = out / RECORD
-    if not path.is_file():
-        return False
     try:
-        recorded = json.loads(path.read_text()).get("settings")
-    except json.JSONDecodeError:
-        return False
-    wanted = settings(parse_args([*args, "--out", str(out)]))
-    return recorded == wanted and all((out / file_name(int(d.split(":")[0]), d.split(":")[1])).is_file()
-                                      for d in wanted["dims"])
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet, or cut short (it is written last, by rename: a stage never finished)
+        return "not made yet"
+    wanted = parse_args([*args, "--out", str(out)])
+    if record.get("settings") != settings(wanted):
+        return "made with other settings"
+    current = stage_sums(wanted.train, repo_path)  # (the stage itself runs in the repository: runner/bilm.py _call)
+    if "inputs" not in record:  # made before the stage recorded what it read: taken as made from today's files
+        print(f"warning: {path} does not record the checksums of its training files (made before the stage "
+              f"recorded them): taken as made from today's {', '.join(current)}", file=sys.stderr)
+        write_json(path, {**record, "inputs": current})
+    elif changed_sums(record["inputs"], current):
+        return f"{', '.join(changed_sums(record['inputs'], current))} changed since they were made"
+    for dim, f in record["files"].items():
+        vectors = out / f["path"]
+        if not vectors.is_file():
+            return f"{vectors.name} is missing"
+        if sha256_of(vectors) != f["sha256"]:
+            with open(vectors, "rb") as lines:
+                found = sum(block.count(b"\n") for block in iter(lambda: lines.read(1 << 22), b""))
+            raise SpecError(f"word vectors: {vectors} does not match its record in {path} ({f['vocabulary']:,} "
+                            f"words, sha256 {f['sha256'][:12]}; found {found:,} lines, sha256 "
+                            f"{sha256_of(vectors)[:12]}): remove {out} to make the vectors again (the runs that "
+                            f"read them then train again)")
+    return None
 
 
 def stage_args(profile: dict) -> List[str]:
@@ -223,7 +260,8 @@ def vectors_pending(profile: dict) -> bool:
     """True when prepare_vectors() would train the profile's vectors."""
     from runner.spec import repo_path
 
-    return bool(profile.get("vectors")) and not done(repo_path(profile["vectors"]["out"]), stage_args(profile))
+    return bool(profile.get("vectors")) and to_make(repo_path(profile["vectors"]["out"]),
+                                                    stage_args(profile)) is not None
 
 
 def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
@@ -235,9 +273,12 @@ def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
 
     out = repo_path(profile["vectors"]["out"])
     args = stage_args(profile)
-    if done(out, args):
+    why = to_make(out, args)
+    if why is None:
         print(f"word vectors: done ({out})", flush=True)
         return out
+    if (out / RECORD).is_file():  # the runs that read the old vectors are then stale (their checksums differ)
+        print(f"word vectors: made again ({why})", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORD).unlink(missing_ok=True)
     _call([sys.executable, "-m", "runner.vectors", *args, "--out", str(out)], out, out / "vectors.log",

@@ -11,7 +11,6 @@ hands every other exception to the hook it replaced. ``ELMO_TRACEBACK=1`` prints
 allennlp replaces ``sys.excepthook`` in ``prepare_global_logging`` (allennlp/common/logging.py:119-126, called from
 allennlp/commands/train.py:268 and :417), so that function is wrapped to put our hook back in front afterwards.
 """
-import os
 import sys
 
 from allennlp.common.checks import ConfigurationError
@@ -33,7 +32,9 @@ def _wrap(previous):
         if issubclass(exc_type, one_line_errors()):
             message = " ".join(str(getattr(value, "message", value)).split("\n"))
             print(f"error: {message}", file=sys.stderr, flush=True)
-            if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+            from elmo_module.flags import env_flag
+
+            if env_flag(TRACEBACK_VARIABLE, False):
                 previous(exc_type, value, traceback)
             return
         previous(exc_type, value, traceback)

@@ -99,7 +99,9 @@ RULES = {
     "ELMO": _one_of("none", "input", "output", "both"),
     "ELMO_MIX": _one_of("weighted", "last_only", "average", "token_only"),
     "WORD_VECTORS": _one_of("true", "false"),
-    "ELMO_LAMBDA": _number(0, low_open=False),
+    # the paper's values are 1 and 0.001 (Sec. 3.2, Table 2); past 1,000 the penalty only pins the weights harder
+    # to their average, and 1e30 ended the training in an OverflowError
+    "ELMO_LAMBDA": _number(0, 1000, low_open=False),
     "ELMO_LAYER_NORM": _one_of("false", "true"),
     "ELMO_PRECISION": _one_of("float32", "bfloat16"),
     "TASK_PRECISION": _one_of("float32", "bfloat16"),

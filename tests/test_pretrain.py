@@ -461,3 +461,14 @@ def test_resume_at_another_precision_is_a_one_line_error_naming_both(tmp_path, c
     assert "--precision bfloat16" in error and "float32" in error and "checkpoint.pt" in error
     assert (tmp_path / "lm" / "weights.hdf5").read_bytes() == before
     assert pretrain(data, tmp_path / "lm", "--tokens", "160", "--resume", "--precision", "bfloat16") == 0
+
+
+def test_a_diverged_pretraining_is_a_one_line_error_and_writes_no_biLM(tmp_path, capsys):
+    """`pretrain --lr 1e4` exited 0 with a complete biLM at held-out perplexity inf (its training loss stayed finite),
+    which the runner's stage then counted as done."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "2000", "--lr", "1e4") == 2
+    error = only_error_line(capsys)
+    assert error.startswith("error: pretraining diverged: held-out perplexity forward inf"), error
+    assert "lower --lr (now 10000)" in error
+    assert not (tmp_path / "lm" / "weights.hdf5").exists() and not (tmp_path / "lm" / "perplexity.json").exists()

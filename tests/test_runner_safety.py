@@ -81,6 +81,12 @@ def test_knob_rules():
     assert knob_problems({"CUDA_DEVICE": "-2"}) and not knob_problems({"CUDA_DEVICE": "-1"})
 
 
+def test_an_elmo_lambda_out_of_range_is_one_line_naming_the_range():
+    """ELMO_LAMBDA=1e30 passed the rule (a finite number >= 0) and ended the training in an OverflowError."""
+    assert knob_problems({"ELMO_LAMBDA": "1e30"}) == ["knob ELMO_LAMBDA = '1e30': expected a number in [0, 1000]"]
+    assert knob_problems({"ELMO_LAMBDA": "-1"}) and not knob_problems({"ELMO_LAMBDA": "1"})
+
+
 def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": child_pythonpath(), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp"), "WANDB": "false"}
@@ -524,6 +530,9 @@ def test_ctrl_c_stops_the_sweep(interrupted_sweep):
     (["--cpus-per-run", "0"], "error: --cpus-per-run: expected a number > 0, found 0"),
     (["--results-dir", "{tmp}/p.json"], "error: --results-dir '{tmp}/p.json': expected a directory (or a path to "
                                         "make one), found a file"),
+    (["--results-dir", "/proc/elmo-results"], "error: --results-dir '/proc/elmo-results': expected a directory the "
+                                              "runner can write in, found No such file or directory writing "
+                                              "in /proc"),
 ])
 def test_bad_runner_flags_are_one_line_before_any_work(tmp_path, capsys, fake_training, flags, message):
     """Issue 25: --jobs -1 was a traceback, --threads -2 quietly accepted, a --results-dir that is a file a

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
@@ -43,3 +45,18 @@ def test_a_venv_in_use_is_not_replaced(tmp_path):
     assert line.startswith(f"setup_env.sh: {venv} must be rebuilt for this requirements.lock, but process(es) "
                            f"{user.pid} use it (pid {user.pid}: {sleeper} 60 )"), line
     assert sleeper.is_file()  # nothing removed
+
+
+@pytest.mark.parametrize("value", ["1e9", "-1", "abc"])
+def test_a_free_space_figure_that_is_not_a_number_is_one_line_and_1e9_is_a_number(tmp_path, value):
+    """ELMO_SETUP_FREE_GB=1e9 or -1 skipped the check (bash arithmetic), abc stopped with 'unbound variable'."""
+    venv = tmp_path / "v"
+    env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": sys.executable, "ELMO_SETUP_FREE_GB": value}
+    result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1 and result.stdout == "" and not venv.exists()
+    [line] = result.stderr.splitlines()
+    if value == "1e9":
+        assert line.startswith(f"setup_env.sh: {tmp_path}: expected at least 1e9 GB free for {venv}"), line
+    else:
+        assert line == (f"setup_env.sh: ELMO_SETUP_FREE_GB: expected a non-negative number of GB (default 9), "
+                        f"found '{value}'"), line
