@@ -56,7 +56,9 @@ def task_knobs(task: str, bilm: tuple, glove: str) -> dict:
     elmo = profile["sweep_overrides"]["table1"]["columns"][1]["knobs"]["ELMO"][task]
     knobs = {**KNOBS, **profile["knobs"], **profile["task_knobs"][task], "ELMO": elmo, "SEED": "1"}
     knobs.update(ELMO_OPTIONS=str(bilm[0]), ELMO_WEIGHTS=str(bilm[1]), GLOVE_PATH=glove, ELMO_CACHE="")
-    return {k: str(v) for k, v in knobs.items()}
+    from runner.spec import expand  # the profile's ${DATA_DIR} paths
+
+    return {k: expand(str(v)) for k, v in knobs.items()}
 
 
 def write_stand_ins(directory: Path):
