@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from runner import stats
-from runner.evidence import check_run, read_predictions
+from runner.evidence import check_run, percent
 from runner.execute import load_result
 from runner.spec import ran_to_cap, x_axis
 
@@ -67,7 +67,7 @@ def still_improving(result: dict) -> bool:
         return int(np.argmax(curve)) == len(curve) - 1
     from scipy import stats as scipy_stats
 
-    scale = 100.0 if max(abs(v) for v in curve) <= 1.0 else 1.0  # a fraction's curve in points, as _percent
+    scale = 100.0 if max(abs(v) for v in curve) <= 1.0 else 1.0  # a fraction's curve in points, as percent
     window = [scale * v for v in curve[-tail_window(len(curve)):]]
     fit = scipy_stats.linregress(range(len(window)), window)
     return bool(fit.slope > 0 and fit.pvalue / 2 < IMPROVING_P and fit.slope * (len(window) - 1) >= IMPROVING_MIN_RISE)
@@ -76,10 +76,6 @@ def still_improving(result: dict) -> bool:
 def _share(percent: float) -> str:
     """A share of the training set in two significant digits, without exponents: 0.1, 1.8, 2.8, 10, 100."""
     return f"{float(f'{percent:.2g}'):g}"
-
-
-def _percent(value: float) -> float:
-    return 100.0 * value if value <= 1.0 else float(value)
 
 
 class Runs:
@@ -92,7 +88,7 @@ class Runs:
         self.split_of = split_of
         self.excluded: Dict[str, str] = {}  # run label -> why
         self.excluded_seeds: Dict[tuple, Dict[int, str]] = {}  # group key -> seed -> label of the run left out
-        checked: Dict[Path, Optional[str]] = {}
+        checked: Dict[Path, tuple] = {}  # run directory -> check_run's (why, predictions): each file read once
         for cell in cells:
             run_dir = Path(cell.run_dir)
             result, _ = load_result(run_dir / "result.json")
@@ -101,11 +97,12 @@ class Runs:
             if result is None or cell.sweep not in split_of or _recorded(result, split_of[cell.sweep]) is None:
                 continue
             label = f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "") + f" seed {cell.seed}"
-            run = {"result": result, "run_dir": run_dir, "label": label}
             if run_dir not in checked:
                 checked[run_dir] = check_run(result, run_dir)
-            if checked[run_dir]:
-                self.excluded[label] = checked[run_dir]
+            why, predictions = checked[run_dir]
+            run = {"result": result, "run_dir": run_dir, "label": label, "predictions": predictions}
+            if why:
+                self.excluded[label] = why
                 self.excluded_seeds.setdefault(key, {})[cell.seed] = label
                 continue
             entry[cell.seed] = run
@@ -117,7 +114,7 @@ class Runs:
     def value(run: dict, split: str) -> Optional[float]:
         """The run's number of record on ``split`` in % (no test set: its dev value, as the tables do)."""
         value = _recorded(run["result"], split)
-        return None if value is None else _percent(value)
+        return None if value is None else percent(value)
 
     def units(self, run: dict, split: str):
         """(metric, ids, counts) of one run's predictions for `split`, or (None, why, None)."""
@@ -129,12 +126,10 @@ class Runs:
             return None, record["problem"], None
         if split not in record.get("units", {}):  # only splits checked against the run's own metric are used
             return None, f"{run['label']}: no checked {split} predictions", None
-        if "cache" not in run:
-            run["cache"] = read_predictions(run["run_dir"])
-        data = run["cache"]["splits"].get(split)
+        data = run["predictions"]["splits"].get(split)
         if data is None:
             return None, f"{run['label']}: no {split} predictions", None
-        return run["cache"]["metric"], data["ids"], np.asarray(data["counts"], dtype=float)
+        return run["predictions"]["metric"], data["ids"], np.asarray(data["counts"], dtype=float)
 
 
 def _recorded(result: dict, split: str):

@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 PREDICTIONS = "predictions.json.gz"  # per-example dev/test predictions beside result.json (tasks/predictions.py)
 EXACT = 1e-6  # metric points (%): the recorded number and the predictions' metric are one number (float rounding)
@@ -43,7 +43,8 @@ def split_metric(data: dict, split: str) -> float:
     return float(metric_value(data["metric"], [sum(c) for c in zip(*counts)]))
 
 
-def _percent(value: float) -> float:
+def percent(value: float) -> float:
+    """A metric in % (allennlp reports this project's metrics as fractions; the tables and tests use points)."""
     return 100.0 * value if value <= 1.0 else float(value)
 
 
@@ -73,7 +74,7 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
         ours, reported = split_metric(data, split), result.get(split)
         if not isinstance(reported, (int, float)):
             continue
-        expected, tolerance = (noted[split]["predictions"], 5e-5) if split in noted else (_percent(reported), SCREENED)
+        expected, tolerance = (noted[split]["predictions"], 5e-5) if split in noted else (percent(reported), SCREENED)
         if abs(ours - expected) > tolerance:
             raise ValueError(f"{path}: its {split} predictions give {ours:.4f}, the run recorded {expected:.4f}: not "
                              f"this run's predictions")
@@ -82,18 +83,20 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
     return out
 
 
-def check_run(result: dict, run_dir: Path) -> Optional[str]:
-    """Why the run's archived predictions are not the evidence behind its recorded numbers (one line), or None: the
-    file's sha256 differs from the recorded one, or its metric on a split differs from the number of record."""
+def check_run(result: dict, run_dir: Path) -> Tuple[Optional[str], Optional[dict]]:
+    """(why the run's archived predictions are not the evidence behind its recorded numbers, in one line, or None;
+    the predictions read, for the caller to use rather than read them again, or None): the file is missing or
+    unreadable, its sha256 differs from the recorded one, or its metric on a split differs from the number of
+    record."""
     record = result.get("predictions") or {}
     if "problem" in record or not record.get("units"):
-        return None  # no predictions: its claims say the view over examples is missing
+        return None, None  # no predictions: its claims say the view over examples is missing
     path = Path(run_dir) / PREDICTIONS
     if not path.is_file():
-        return f"{path} is missing, its result records predictions"
+        return f"{path} is missing, its result records predictions", None
     raw = path.read_bytes()
     if record.get("sha256") and hashlib.sha256(raw).hexdigest() != record["sha256"]:
-        return f"{path} is not the predictions file this run recorded (sha256 differs)"
+        return f"{path} is not the predictions file this run recorded (sha256 differs)", None
     try:
         data = json.loads(gzip.decompress(raw))
         for split in record["units"]:
@@ -101,8 +104,9 @@ def check_run(result: dict, run_dir: Path) -> Optional[str]:
             if isinstance(recorded, (int, float)):
                 ours = split_metric(data, split)
                 tolerance = EXACT if "reported" in result else SCREENED
-                if abs(ours - _percent(recorded)) > tolerance:
-                    return f"{path}: its {split} predictions give {ours:.4f}, the run records {_percent(recorded):.4f}"
+                if abs(ours - percent(recorded)) > tolerance:
+                    return (f"{path}: its {split} predictions give {ours:.4f}, the run records "
+                            f"{percent(recorded):.4f}"), None
     except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError) as e:
-        return f"{path}: unreadable predictions ({type(e).__name__}: {str(e)[:120]})"
-    return None
+        return f"{path}: unreadable predictions ({type(e).__name__}: {str(e)[:120]})", None
+    return None, data

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from runner.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt
+from runner.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt, percent, split_metric
 from runner.resume import ATTEMPTS, _differs_from_head, _resume_from, resume_cache, training_code_changed
 from runner.spec import REPO
 
@@ -310,8 +310,6 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict,
     records about them."""
     import gzip
 
-    from runner.stats import metric_value
-
     source = model_dir / "unit_predictions.json.gz"
     error = model_dir / "unit_predictions.error"
     if error.is_file():
@@ -323,17 +321,15 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict,
     for split, key in (("dev", f"best_validation_{metric}"), ("test", f"test_{metric}")):
         if split not in data["splits"] or not isinstance(metrics.get(key), (int, float)):
             continue
-        units = data["splits"][split]
-        ours, reported = float(metric_value(data["metric"], [sum(c) for c in zip(*units["counts"])])), metrics[key]
-        reported = 100.0 * reported if reported <= 1.0 else float(reported)
+        ours, reported = split_metric(data, split), percent(metrics[key])
         if abs(ours - reported) > (BATCHING_SCREEN if batch_dependent(knobs) else SCREENED):
             return {"problem": f"{source}: the {split} predictions give {data['metric']} {ours:.4f}, the run "
                                f"reported {reported:.4f}; not kept"}  # e.g. a stateful biLM: other outputs later
-        if abs(ours - reported) > 0.01:
+        if abs(ours - reported) > SCREENED:
             record.setdefault("batch_dependent", {"why": "ELMo with batch-wide layer norm: the predictions pass "
                                                          "batches in file order, allennlp's evaluation by length"})
             record["batch_dependent"][split] = {"predictions": round(ours, 4), "reported": round(reported, 4)}
-        record["units"][split] = len(units["ids"])
+        record["units"][split] = len(data["splits"][split]["ids"])
     os.replace(source, run_dir / PREDICTIONS)
     return record
 

@@ -85,7 +85,7 @@ def _correct(claims: List[dict], get) -> None:
                     v["p_holm"] = adjusted
 
 
-def _decide(part: dict, direction: int) -> None:
+def _decide(part: dict) -> None:
     """The raw verdict of ``part`` kept as ``verdict_raw``; a support or contradiction whose Holm-adjusted p is not
     below ALPHA becomes not decidable."""
     part["verdict_raw"] = part["verdict"]
@@ -112,13 +112,13 @@ def review(claims: List[dict], runs=None) -> Dict[str, int]:
     counted = [c for c in claims if c["counted"] and c.get("kind", "better") == "better"]
     _correct(counted, lambda c: c)
     for claim in counted:
-        _decide(claim, claim.get("direction", 1))
+        _decide(claim)
     with_test = [c for c in counted if c.get("test_view")]
     for claim in with_test:
         claim["test_view"]["required"] = claim["required"]
     _correct(with_test, lambda c: c["test_view"])
     for claim in with_test:
-        _decide(claim["test_view"], claim.get("direction", 1))
+        _decide(claim["test_view"])
         claim["test_view"]["differs"] = claim["test_view"]["verdict"] != claim["verdict"]
     by_id = {c["id"]: c for c in claims}
     for claim in claims:

@@ -182,7 +182,7 @@ def test_a_batch_dependent_models_number_of_record_is_its_predictions_metric_exa
     ours = split_metric(read_predictions(tmp_path), "dev")
     assert 100 * result["dev"] == pytest.approx(ours, abs=1e-9) and 100 * result["test"] == pytest.approx(ours, abs=1e-9)
     assert result["reported"] == {"dev": reported, "test": reported}
-    assert result["predictions"]["batching"]["order"] == "file" and check_run(result, tmp_path) is None
+    assert result["predictions"]["batching"]["order"] == "file" and check_run(result, tmp_path)[0] is None
     assert result["predictions"]["sha256"] == hashlib.sha256((tmp_path / PREDICTIONS).read_bytes()).hexdigest()
 
 
