@@ -128,8 +128,8 @@ _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an inte
 # (and its builder in runner/results.py); a kind with "columns" expands to runs, one per column, x value and seed.
 SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
 SWEEP_KINDS = {
-    "table": {"split", "columns", "seeds", "seeds_added_later"},
-    "curve": {"split", "columns", "seeds", "seeds_added_later", "x"},
+    "table": {"split", "columns", "seeds", "first_seed", "seeds_added_later"},
+    "curve": {"split", "columns", "seeds", "first_seed", "seeds_added_later", "x"},
     "mix_weights": {"from"},
     **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/probe_runs.py
 }
@@ -291,14 +291,17 @@ def check_sweep(sweep: dict, where: str) -> None:
             raise _unknown(where, f"seeds.{task}", ["default", *TASKS], "task")
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise _key_error(where, f"seeds.{task}", "an integer >= 1", n)
+    first = sweep.get("first_seed", 1)
+    if not isinstance(first, int) or isinstance(first, bool) or first < 1:
+        raise _key_error(where, "first_seed", "an integer >= 1 (the seeds are first_seed .. first_seed + n - 1)", first)
     for task, entry in (sweep.get("seeds_added_later") or {}).items():  # runner/claims.py: shown, not in the verdict
-        n = seeds.get(task, seeds.get("default", 1))
+        wanted = sweep_seeds(sweep, task)
         if task not in TASKS:
             raise _unknown(where, f"seeds_added_later.{task}", TASKS, "task")
         if not isinstance(entry, dict) or not isinstance(entry.get("seeds"), list) or not entry["seeds"] or any(
-                not isinstance(s, int) or isinstance(s, bool) or not 1 <= s <= n for s in entry["seeds"]):
-            raise _key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds 1..{n}], "
-                             "\"commit\": the commit that added them, \"why\": ...}", entry)
+                not isinstance(s, int) or isinstance(s, bool) or s not in wanted for s in entry["seeds"]):
+            raise _key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds "
+                             f"{wanted[0]}..{wanted[-1]}], \"commit\": the commit that added them, \"why\": ...}}", entry)
     if "x" in SWEEP_KINDS[kind]:
         x = sweep.get("x")
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED":
@@ -443,6 +446,14 @@ def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
     return knobs
 
 
+def sweep_seeds(sweep: dict, task: str) -> List[int]:
+    """The seeds of a task in a sweep: 'seeds' (per task, else 'default', else 1) counted from 'first_seed' (default
+    1; a confirmatory profile declares fresh seeds, e.g. 4..8, so that its runs share none with an earlier profile's)."""
+    seeds = sweep.get("seeds", {})
+    first = int(sweep.get("first_seed", 1))
+    return list(range(first, first + int(seeds.get(task, seeds.get("default", 1)))))
+
+
 def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
     """Every (sweep, task, column, x, seed) cell with the run that fills it."""
     cells = []
@@ -454,11 +465,9 @@ def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
             if tasks_allowed and task not in tasks_allowed:
                 continue
             axis = x_axis(sweep, task) if "x" in sweep else {"values": [None]}
-            seeds = sweep.get("seeds", {})
-            n_seeds = int(seeds.get(task, seeds.get("default", 1)))
             for column in sweep["columns"]:
                 for x in axis["values"]:
-                    for seed in range(1, n_seeds + 1):
+                    for seed in sweep_seeds(sweep, task):
                         settings = {**column.get("knobs", {}), "SEED": str(seed)}
                         if x is not None:
                             settings.update(axis.get("knobs", {}).get(str(x), {}), **{axis["knob"]: str(x)})

@@ -1,0 +1,49 @@
+"""The confirmatory replication of Table 1 (runner/profiles/small_confirm.json): the small profile's protocol with
+fresh seeds only. Its runs must share nothing with the small profile's but the seed, and no run with it."""
+import json
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cells(name):
+    from runner.spec import expand_cells, load_profile, load_sweeps
+
+    profile, path = load_profile(name)
+    return profile, expand_cells(profile, load_sweeps(profile, path))
+
+
+def test_the_confirmatory_profile_is_small_table1_with_seeds_no_small_run_used():
+    confirm, cells = _cells("small_confirm")
+    small, small_cells = _cells("small")
+    assert {c.sweep for c in cells} == {"table1"} and len({c.run for c in cells}) == 60
+    assert sorted({c.seed for c in cells}) == [6, 7, 8, 9, 10]  # small: seeds 1-3, SNLI 1-5
+    assert sorted({c.task for c in cells}) == sorted(small["tasks"])
+    # the protocol: every knob of every run is the small profile's Table 1 run's of the same task and column, but SEED
+    small_t1 = {(c.task, c.column): {k: v for k, v in c.run.knobs if k != "SEED"}
+                for c in small_cells if c.sweep == "table1"}
+    for c in cells:
+        assert {k: v for k, v in c.run.knobs if k != "SEED"} == small_t1[(c.task, c.column)], (c.task, c.column)
+    # the same stages (so the same files under artifacts/small) and no run in common with the small profile
+    for key in ("vectors", "bilm", "knobs", "task_knobs"):
+        assert confirm[key] == small[key], key
+    # seeds 4-8 would have re-made four: SNLI's Table 2 seeds 4 and 5 are the same runs as Table 1's cells there
+    assert not {c.run.run_id for c in cells} & {c.run.run_id for c in small_cells}
+    assert not {c.seed for c in small_cells} & {c.seed for c in cells}
+
+
+def test_first_seed_counts_the_seeds_from_it_and_bad_values_are_one_line():
+    from runner.spec import SpecError, check_sweep, sweep_seeds
+
+    sweep = json.loads((REPO_ROOT / "runner" / "sweeps" / "table1.json").read_text())
+    assert sweep_seeds(sweep, "ner") == [1, 2, 3, 4, 5] and sweep_seeds(sweep, "squad") == [1]
+    assert sweep_seeds(dict(sweep, first_seed=4, seeds={"default": 5}), "squad") == [4, 5, 6, 7, 8]
+    for bad in (0, "4", True):
+        with pytest.raises(SpecError, match=r"first_seed': expected an integer >= 1"):
+            check_sweep(dict(sweep, first_seed=bad), "p")
+    # a seed added later must be one of the sweep's own seeds
+    check_sweep(dict(sweep, first_seed=4, seeds={"default": 5}, seeds_added_later={"ner": {"seeds": [8]}}), "p")
+    with pytest.raises(SpecError, match=r"seeds_added_later.ner': expected .*4..8"):
+        check_sweep(dict(sweep, first_seed=4, seeds={"default": 5}, seeds_added_later={"ner": {"seeds": [3]}}), "p")
