@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -28,7 +29,7 @@ import numpy as np
 from runner import stats
 from runner.evidence import check_run, percent
 from runner.execute import load_result
-from runner.spec import ran_to_cap, x_axis
+from runner.spec import REPO, ran_to_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
 IMPROVING_MIN_RISE = 0.5  # still_improving: and the rise fitted over those epochs, in metric points (%)
@@ -499,9 +500,38 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
     return "\n".join(lines) + "\n"
 
 
+def declaration(profile_file: str, results: List[dict], repo: Path) -> Optional[str]:
+    """When the profile was written against when its runs started, from git (a confirmatory profile is declared by the
+    commit that adds it, before any of its runs): one line for claims.md, or None where git has no history of the
+    file (a tarball, a profile outside the repository)."""
+    import subprocess
+
+    try:
+        log = subprocess.check_output(["git", "log", "--format=%h %ct", "--", profile_file], cwd=repo, text=True,
+                                      stderr=subprocess.DEVNULL).split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    commits = [(c, int(t)) for c, t in (line.split() for line in log if line.strip())]
+    if not commits:
+        return None
+    starts = sorted((r["attempts"][0]["started"], r["attempts"][0]["commit"]) for r in results if r.get("attempts"))
+    day = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
+    (added, added_t), (last, last_t) = commits[-1], commits[0]
+    text = f"- **declared**: `{profile_file}` added at commit {added} ({day(added_t)})"
+    text += f", last changed at {last} ({day(last_t)})" if last != added else ", unchanged since"
+    if not starts:
+        return text + "; no run started yet"
+    first_t, first_commit = starts[0]
+    text += f"; first run started at commit {first_commit} ({day(first_t)}): "
+    later = [c for c, t in commits if t > first_t]
+    return text + ("every change to the profile precedes every run" if not later else
+                   f"the profile changed {len(later)} time(s) after its first run started (git log -- {profile_file})")
+
+
 def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, provenance_lines: List[str],
-                 probe_results: Dict[str, Optional[dict]]) -> List[dict]:
-    """Writes claims.md and claims.json; returns the claims."""
+                 probe_results: Dict[str, Optional[dict]], profile_file: Optional[str] = None) -> List[dict]:
+    """Writes claims.md and claims.json; returns the claims. ``profile_file`` (repository-relative): the line saying
+    when the profile was committed against when its first run started (``declaration``)."""
     from runner.results import write_atomic
     from runner.verdicts import review
 
@@ -521,7 +551,10 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
         if sweep in probes:
             claims.append(probe_claim(sweep, result, paper.get(sweep, {}), *probes[sweep]))
     summary = review(claims, runs)
-    write_atomic(out_dir / "claims.md", claims_markdown(claims, summary, provenance_lines, untestable(sweeps)))
+    declared = profile_file and declaration(profile_file, [run["result"] for group in runs.groups.values()
+                                                          for run in group.values()], REPO)
+    lines = provenance_lines + ([declared] if declared else [])
+    write_atomic(out_dir / "claims.md", claims_markdown(claims, summary, lines, untestable(sweeps)))
     write_atomic(out_dir / "claims.json", json.dumps({"summary": summary, "rule": RULE, "claims": claims}, indent=1,
                                                      default=str) + "\n")
     return claims

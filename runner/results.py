@@ -575,7 +575,8 @@ def _build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, proven
 
     probe_results = {name: (e["probe"].get("result") if e["probe"]["status"] == "ok" else None)
                      for name, e in summary["sweeps"].items() if "probe" in e}
-    claims = build_claims(sweeps, cells, paper, out_dir, provenance_lines(provenance), probe_results)
+    claims = build_claims(sweeps, cells, paper, out_dir, provenance_lines(provenance), probe_results,
+                          provenance.get("profile"))
     summary["claims"] = {"files": ["claims.md", "claims.json"],
                          "verdicts": {c["id"]: c["verdict"] for c in claims}}
     for entry in summary["sweeps"].values():  # per-example units live in the runs, not in the summary

@@ -47,3 +47,33 @@ def test_first_seed_counts_the_seeds_from_it_and_bad_values_are_one_line():
     check_sweep(dict(sweep, first_seed=4, seeds={"default": 5}, seeds_added_later={"ner": {"seeds": [8]}}), "p")
     with pytest.raises(SpecError, match=r"seeds_added_later.ner': expected .*4..8"):
         check_sweep(dict(sweep, first_seed=4, seeds={"default": 5}, seeds_added_later={"ner": {"seeds": [3]}}), "p")
+
+
+def _git(repo, *args, when=None):
+    import os
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", **({"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000"}
+                                            if when else {})}
+    return subprocess.check_output(["git", *args], cwd=repo, env=env, text=True).strip()
+
+
+def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_later_change(tmp_path):
+    from runner.claims import declaration
+
+    _git(tmp_path, "init", "-q")
+    profile = tmp_path / "p.json"
+    profile.write_text("{}\n")
+    _git(tmp_path, "add", "p.json")
+    _git(tmp_path, "commit", "-qm", "declare", when=1_000_000)
+    declared = _git(tmp_path, "rev-parse", "--short", "HEAD")
+    runs = [{"attempts": [{"commit": "aaaaaaa", "started": 2_000_000 + i}]} for i in range(3)] + [{"attempts": None}]
+    line = declaration("p.json", runs, tmp_path)
+    assert f"added at commit {declared} (1970-01-12 13:46 UTC), unchanged since" in line
+    assert "first run started at commit aaaaaaa (1970-01-24 03:33 UTC): every change to the profile precedes" in line
+    assert declaration("p.json", [], tmp_path).endswith("no run started yet")
+    profile.write_text('{"seeds": 9}\n')  # a change after the first run started: said, with the count
+    _git(tmp_path, "commit", "-qam", "change", when=3_000_000)
+    assert "the profile changed 1 time(s) after its first run started" in declaration("p.json", runs, tmp_path)
+    assert declaration("other.json", runs, tmp_path) is None and declaration("p.json", runs, tmp_path / "no") is None
