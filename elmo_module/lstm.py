@@ -117,7 +117,7 @@ class Packed(NamedTuple):
 
 
 class _Recurrence(torch.autograd.Function):
-    """The time loop of one ``ProjectedLstmLayer`` call in training, as one autograd node (issue 24).
+    """The time loop of one ``ProjectedLstmLayer`` call in training, as one autograd node (pretraining speed).
 
     Recorded step by step (``_step``), autograd computes the gradients of ``state_weight`` and ``projection`` as one
     small GEMM per time step and adds each into the sum so far (in bfloat16 with a cast per step too): at full size
