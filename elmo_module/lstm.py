@@ -1,6 +1,6 @@
 """One direction of the biLM: a stack of LSTMs with cell clip, projection and projection clip (PAPER.md "The biLM").
 
-Speed (issue: >= 2x allennlp on CPU): the input half of every gate pre-activation is one GEMM over all time steps;
+Speed (the aim: >= 2x allennlp on CPU): the input half of every gate pre-activation is one GEMM over all time steps;
 only ``W_h @ h`` stays inside the time loop, over the rows still running (rows are sorted longest first, so the
 running rows are a prefix). The backward direction reverses each sentence within its length and runs the same loop.
 The big temporaries (the input part of the gates, each step's gates) are written into memory kept from the last call
