@@ -1,4 +1,4 @@
-"""Frozen-biLM activation cache (runner issue; the e2e-coref practice of caching ELMo layers as an explicit step).
+"""Frozen-biLM activation cache (the e2e-coref practice of caching ELMo layers as an explicit step).
 
 The biLM is frozen and, run stateless, its layers for a sentence depend only on that sentence's character ids. So
 the cache stores them once per distinct sentence (SNLI repeats every premise three times), keyed by a hash of the
@@ -6,7 +6,8 @@ ids, and every run of a sweep reads them instead of running the biLM. The cache 
 files it was built from: a run with other weights rejects it; a sentence that is not in it (other data) is an error,
 never a silent substitute.
 
-Stored format (``FORMAT`` 2), compact because the paper's tasks at full size come to ~190 GB in float32 (issue 11):
+Stored format (``FORMAT`` 2), compact because the paper's tasks at full size come to ~190 GB in float32
+(docs/speed.md, 'The activation cache'):
 - ``vectors.npy``: float16, one row per stored token: the token layer's first half (layer 0 is [x; x], bilm.py, so
   half of it is stored), then each LSTM layer; memory-mapped when read. float16 keeps 11 significant bits: a
   relative rounding error of at most 2**-11 = 4.9e-4, next to the biLM's own outputs (LSTM layers clipped to
@@ -17,9 +18,10 @@ Stored format (``FORMAT`` 2), compact because the paper's tasks at full size com
   checksums, sizes. A run reads only a cache of its own precision: bfloat16's layers are not float32's.
 Format 1 (float32 ``layers.npy`` of every layer in full) is refused with a message saying to rebuild it, never read.
 
-Concurrency (issue 12): builders of one directory hold an exclusive lock (``DIR.lock``) and each writes into its own
-temporary directory (``DIR.partial-*``), swapped in once complete; a builder that finds a finished cache under the
-lock reuses it (``reuse=True``). Readers need no lock: a directory is either absent or complete.
+Concurrency (two runners, or a runner and a test, may build one cache at once): builders of one directory hold an
+exclusive lock (``DIR.lock``) and each writes into its own temporary directory (``DIR.partial-*``), swapped in once
+complete; a builder that finds a finished cache under the lock reuses it (``reuse=True``). Readers need no lock: a
+directory is either absent or complete.
 """
 import fcntl
 import hashlib

@@ -1,6 +1,6 @@
 """One direction of the biLM: a stack of LSTMs with cell clip, projection and projection clip (PAPER.md "The biLM").
 
-Speed (issue: >= 2x allennlp on CPU): the input half of every gate pre-activation is one GEMM over all time steps;
+Speed (the aim: >= 2x allennlp on CPU): the input half of every gate pre-activation is one GEMM over all time steps;
 only ``W_h @ h`` stays inside the time loop, over the rows still running (rows are sorted longest first, so the
 running rows are a prefix). The backward direction reverses each sentence within its length and runs the same loop.
 The big temporaries (the input part of the gates, each step's gates) are written into memory kept from the last call
@@ -117,7 +117,7 @@ class Packed(NamedTuple):
 
 
 class _Recurrence(torch.autograd.Function):
-    """The time loop of one ``ProjectedLstmLayer`` call in training, as one autograd node (issue 24).
+    """The time loop of one ``ProjectedLstmLayer`` call in training, as one autograd node (pretraining speed).
 
     Recorded step by step (``_step``), autograd computes the gradients of ``state_weight`` and ``projection`` as one
     small GEMM per time step and adds each into the sum so far (in bfloat16 with a cast per step too): at full size

@@ -1,4 +1,4 @@
-"""float32 or bfloat16 for the biLM's matrix products (issue 24), one contract on CPU and GPU.
+"""float32 or bfloat16 for the biLM's matrix products, one contract on CPU and GPU.
 
 ``bfloat16``: the GEMMs (char CNN, highway, projection, LSTM input part, recurrent step, LSTM projection) run in
 bfloat16 with float32 accumulation inside the kernel, through ``torch.autocast`` (on CPU with oneDNN's prepacked

@@ -1,1 +1,1 @@
-"""Sweep runner: turns sweep files into runs and run directories into tables and figures (issue 4)."""
+"""Sweep runner: turns sweep files into runs and run directories into tables and figures."""

@@ -1,9 +1,9 @@
 """claims.md and claims.json: every numbered claim of the paper that a profile's sweeps test, with the paper's numbers,
-ours, both paired tests and the verdict (issue 22; the tests and the verdict rule are runner/stats.py's).
+ours, both paired tests and the verdict (the tests and the verdict rule are runner/stats.py's).
 
 A claim is a contrast between cells (sweep, task, column, x): Σ coefficient · cell, which the paper puts above 0
 (or, for "≈", near 0). A claim is listed only when every cell it needs is in the profile, so a sweep absent from a
-profile (Table 7, SRL in Figure 1) is simply not listed. The catalogue:
+profile (the word-vectors ablation, SRL in Figure 1) is simply not listed. The catalogue:
 - Table 1 (Sec. 4): ELMo > baseline per task; the relative error reduction is reported beside it (not a separate test).
 - Table 2 (Sec. 5.1): each mix > baseline; λ = 1 > last only ("averaging all biLM layers instead of using just the
   last layer improves F1 another 0.3 %"); λ = 0.001 > λ = 1 ("allowing the task model to learn individual layer
@@ -13,7 +13,7 @@ profile (Table 7, SRL in Figure 1) is simply not listed. The catalogue:
   SRL: ELMo at 1 % ≈ baseline at 10 %.
 - Sec. 5.4, fewer updates: ELMo reaches the baseline's best dev score in fewer epochs (Table 1's runs' curves).
 - Any sweep with claims as data: results/paper_numbers.json <sweep name>.claims ({"text", "better", "worse"}, column
-  labels of the sweep; "cited_as" names the source): the word-vectors ablation (the issue's "Table 7").
+  labels of the sweep; "cited_as" names the source): the word-vectors ablation (sweep word_vectors).
 - Tables 5-6 (Sec. 5.3): WSD second layer > first; POS first layer > second (probes: the view over examples only).
 """
 import json

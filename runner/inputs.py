@@ -38,7 +38,8 @@ def bundled_data(task: str) -> Dict[str, str]:
 
 def input_paths(task: str, knobs: Dict[str, str], uses_elmo: bool) -> Dict[str, str]:
     """Knob -> the file it makes the run read: the knob's value, or for an empty one the bundled file the config
-    falls back to (the bundled sample data and biLM are files a user can edit too: issue 25)."""
+    falls back to (the bundled sample data and biLM are files a user can edit too, so they are checksummed like any
+    other input)."""
     paths = {}
     for name in INPUT_KNOBS:
         if name.startswith("ELMO_") and not uses_elmo:

@@ -110,7 +110,7 @@ def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = N
 
 
 # ---- The schema of profiles and sweeps, checked before anything runs: a misspelt key or a wrong value is an error
-# naming the key, what was expected and what was found, never a silently ignored setting (issue 12).
+# naming the key, what was expected and what was found, never a silently ignored setting.
 
 TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
 SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
@@ -167,7 +167,7 @@ def _check_tasks(where: str, key: str, value) -> None:
         if task not in TASKS:
             raise _unknown(where, f"{key}[{task!r}]", TASKS, "task")
     twice = sorted({t for t in value if value.count(t) > 1})
-    if twice:  # each cell would average two copies of every seed (issue 25: '51.50 ± 0.58' from runs of ± 0.71)
+    if twice:  # each cell would average two copies of every seed (it once printed '51.50 ± 0.58' from runs of ± 0.71)
         raise _key_error(where, key, "each task once", twice[0] if len(twice) == 1 else twice)
 
 

@@ -1,4 +1,4 @@
-"""Paired tests behind every claim, and the one verdict rule (issue 22).
+"""Paired tests behind every claim, and the one verdict rule.
 
 Two views of a comparison between systems A and B (or any contrast Σ c_i · system_i, e.g. a difference of gains):
 

@@ -24,7 +24,7 @@ KNOBS = {
     # biLM files (options.json + hdf5 in the official layout); empty = the small bundled biLM
     "ELMO_OPTIONS": "",
     "ELMO_WEIGHTS": "",
-    # directory of cached biLM activations (runner issue); empty = run the biLM
+    # directory of cached biLM activations (elmo_module/activation_cache.py); empty = run the biLM
     "ELMO_CACHE": "",
     # the biLM's matrix products: float32 | bfloat16 (elmo_module/precision.py; the activation cache records it)
     "ELMO_PRECISION": "float32",

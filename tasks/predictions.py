@@ -1,4 +1,4 @@
-"""Per-example predictions of a finished training, kept so that significance can be computed after the fact (issue 22).
+"""Per-example predictions of a finished training, kept so that significance can be computed after the fact.
 
 The trainer callback ``unit_predictions`` runs, after training, the best epoch's model (allennlp restores it before
 ``on_end``) once over the dev and once over the test file, read in file order by the run's own validation reader

@@ -1,4 +1,4 @@
-"""Two real processes build the same activation cache at once (issue 12: two runners, or a runner and a test,
+"""Two real processes build the same activation cache at once (two runners, or a runner and a test,
 sharing cache/elmo): each must come back with a cache whose every sentence equals a fresh biLM pass."""
 import json
 import os

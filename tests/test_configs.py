@@ -117,8 +117,8 @@ def test_train_fraction_is_a_seeded_random_subsample_and_validation_stays_whole(
 
 @pytest.mark.parametrize("task", ["snli", "squad"])
 def test_baseline_and_elmo_runs_of_a_seed_train_on_the_same_subset(knobs, task):
-    """Figure 1 compares the baseline and ELMo at a training fraction seed by seed: both must see the same examples
-    (issue 14). The ELMo config adds an indexer; the subset must depend on SEED and TRAIN_FRACTION only."""
+    """Figure 1 compares the baseline and ELMo at a training fraction seed by seed: both must see the same examples.
+    The ELMo config adds an indexer; the subset must depend on SEED and TRAIN_FRACTION only."""
     def subset(elmo, seed):
         knobs(TRAIN_FRACTION=0.5, SEED=seed, ELMO=elmo)
         params = config_params(task)

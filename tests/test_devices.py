@@ -130,7 +130,7 @@ def test_runner_refuses_cuda_without_a_usable_gpu_in_one_line(tmp_path):
     result = subprocess.run(runner_command(tmp_path, PROFILE, "--device", "cuda"), cwd=REPO, env=runner_env(tmp_path),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
-    # --device cuda is the profile's device for the preflight too (issue 25), which lists the GPU among the problems
+    # --device cuda is the profile's device for the preflight too, which lists the GPU among the problems
     assert len(errors(result.stderr)) == 2, result.stderr
     assert errors(result.stderr)[0] == "error: profile 't': 1 problem(s) with its inputs, nothing was run:"
     assert "  1. GPU 0: expected a CUDA GPU that torch runs kernels on" in result.stderr

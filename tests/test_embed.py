@@ -205,7 +205,7 @@ def test_disk_that_fills_during_the_work_is_a_one_line_error_and_leaves_no_outpu
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
 def test_lines_end_at_lf_crlf_or_cr_as_allennlp_and_bilm_tf_read_them(tmp_path, newline):
-    """Issue 25: a CR-only file ('a b\\rc d\\re f\\r') was one sentence of six words; bilm-tf and allennlp's `elmo`
+    """A CR-only file ('a b\\rc d\\re f\\r') used to be one sentence of six words; bilm-tf and allennlp's `elmo`
     read text files with universal newlines: three sentences."""
     from elmo_module.embed import read_sentences
 

@@ -1,4 +1,4 @@
-"""Every task reader under odd bytes and wrong paths (issue 12): a UTF-8 byte-order mark is read as nothing, a byte
+"""Every task reader under odd bytes and wrong paths: a UTF-8 byte-order mark is read as nothing, a byte
 that is not UTF-8 and a missing path or a directory are one-line errors naming the file (and line); SQuAD questions
 without answers and SNLI files without a usable label are errors instead of silently empty data.
 
@@ -163,7 +163,7 @@ def test_the_traceback_is_printed_after_the_line_when_asked(monkeypatch, capsys)
     ("hf:conll2003", "expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT"),
 ])
 def test_allennlp_train_on_a_hub_path_offline_or_malformed_is_one_line(tmp_path, path, found):
-    """Issue 25: was a 28-line `datasets` traceback ending in "Offline mode is enabled" (and a bare ValueError)."""
+    """This used to be a 28-line `datasets` traceback ending in "Offline mode is enabled" (and a bare ValueError)."""
     env = {**os.environ, "TRAIN_PATH": path, "SIZE": "tiny", "PYTHONPATH": child_pythonpath(),
            "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop(TRACEBACK_VARIABLE, None)

@@ -1,4 +1,4 @@
-"""The LSTM's training recurrence as one autograd node (``elmo_module.lstm._Recurrence``, issue 24) against the
+"""The LSTM's training recurrence as one autograd node (``elmo_module.lstm._Recurrence``) against the
 step-by-step autograd graph of ``ProjectedLstmLayer._step`` (``lstm.USE_RECURRENCE = False``), which it replaces.
 
 float64: the same outputs and final states bit for bit, and the same gradients (input_weight, state_weight, bias,

@@ -1,4 +1,4 @@
-"""bfloat16 biLM inference and mixed-precision training (issue 24), against float32 references.
+"""bfloat16 biLM inference and mixed-precision training, against float32 references.
 
 Inference is checked against allennlp's float32 ``_ElmoBiLm`` on the random official-layout weights of
 ``test_bilm_reference`` (an independent implementation): bfloat16 keeps 8 significant bits, so its layers may differ

@@ -233,7 +233,7 @@ DEFECTS = {
                                                  "v4_gold_conll"]),
     "weights_disagree_with_options": ("ner", _wrong_weights, [f"{OFFICIAL}_weights.hdf5", "lstm dim 32",
                                                               "found shape (16, 64)"]),
-    # issue 25
+    # more broken inputs, each a problem naming the file
     "large_json_cut_short": ("squad", _cut_large_squad, ["squad_dir/train-v1.1.json: the squad TRAIN_PATH data",
                                                          "text cut short inside a JSON value", "get the file again"]),
     "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
@@ -274,7 +274,7 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
 
 
 def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, tmp_path, monkeypatch):
-    """Issue 25: every task reader on its data with a UTF-8 byte-order mark and old-Mac line ends (\\r only), which
+    """Every task reader on its data with a UTF-8 byte-order mark and old-Mac line ends (\\r only), which
     allennlp's readers read as lines (universal newlines): no problem, and as many instances and tokens as the plain
     files. (A CR-only file was one line: NER's 'expected 4 columns'.)"""
     root, env = stand_in
@@ -326,7 +326,7 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
 
 
 def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
-    """Issue 25: `--profile paper --check` read the profile's "device": "cuda" and CUDA_DEVICE 0 whatever --device
+    """`--profile paper --check` used to read the profile's "device": "cuda" and CUDA_DEVICE 0 whatever --device
     said, so a CPU machine (where one checks the inputs before renting GPUs) always failed with "GPU 0: expected a
     CUDA GPU". The real paper profile and the real command, in its own process, on the stand-in."""
     env = {**os.environ, **stand_in[1], "CUDA_VISIBLE_DEVICES": ""}  # no GPU, whatever this machine has

@@ -1,4 +1,4 @@
-"""biLM pretraining and fine-tuning (issue 5): learning, resume, save/load, allennlp compatibility, bad input.
+"""biLM pretraining and fine-tuning: learning, resume, save/load, allennlp compatibility, bad input.
 
 Tiny models on tiny corpora the tests write themselves: sentences from a small grammar, so a biLM can learn them.
 """
@@ -430,7 +430,7 @@ def test_resumed_pretraining_killed_between_its_files_leaves_no_perplexity_recor
 
 
 def test_a_zero_training_budget_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
-    """--tokens 0 used to write a complete-looking biLM that had never been trained (issue 25)."""
+    """--tokens 0 used to write a complete-looking biLM that had never been trained."""
     data = write_corpus(tmp_path)
     for budget in (["--tokens", "0"], ["--epochs", "0"], ["--tokens", "80", "--minutes", "0"]):
         assert pretrain(data, tmp_path / "lm", *budget) == 2
@@ -440,7 +440,7 @@ def test_a_zero_training_budget_is_a_one_line_error_and_writes_nothing(tmp_path,
 
 
 def test_resume_with_another_vocabulary_size_is_a_one_line_error_naming_both(tmp_path, capsys):
-    """--resume silently kept the checkpoint's vocabulary whatever --vocab-size said (issue 25)."""
+    """--resume silently kept the checkpoint's vocabulary whatever --vocab-size said."""
     data = write_corpus(tmp_path)
     assert pretrain(data, tmp_path / "lm", "--tokens", "80", "--vocab-size", "20") == 0
     before = (tmp_path / "lm" / "weights.hdf5").read_bytes()

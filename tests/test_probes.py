@@ -46,7 +46,7 @@ SENSES = {("bank", "noun"): ["bank.money", "bank.slope"], ("riverbank", "noun"):
 
 
 def test_pos_and_key_files_drop_a_byte_order_mark(tmp_path):
-    """Issue 25: the POS probe read a UTF-8 byte-order mark into the first token ('\ufeffThe'); the task readers
+    """The POS probe used to read a UTF-8 byte-order mark into the first token ('\ufeffThe'); the task readers
     drop it. Lines may end in \r\n or \r as well."""
     marked = "\ufeffThe\tDT\r\ndog\tNN\r\n\r\nIt\tPRP\r"
     assert read_tagged(_write(tmp_path / "p.txt", marked)) == [[("The", "DT"), ("dog", "NN")], [("It", "PRP")]]
@@ -216,7 +216,7 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     assert "| second LSTM layer |" in table and "| 69.0 |" in table  # ours beside the paper's
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert summary["sweeps"]["table5"]["probe"]["status"] == "ok"
-    # per-instance units (issue 22): summed, they give back each layer's F1 on the set the table reports
+    # per-instance units (for the paired tests): summed, they give back each layer's F1 on the set the table reports
     from runner.stats import metric_value
 
     result = json.loads(next((tmp_path / "runs").glob("probes/table5-*/result.json")).read_text())
@@ -311,7 +311,7 @@ def test_neighbour_sentence_is_never_the_source_itself():
                                                 "'{tmp}/a_file' (File exists)"),
 ])
 def test_bad_probe_flags_are_one_line_before_any_work(tmp_path, capsys, argv, message):
-    """Issue 25: these were a traceback (--threads, --glove), a silently short list (--top -3), or a traceback after
+    """These used to be a traceback (--threads, --glove), a silently short list (--top -3), or a traceback after
     all the work (--out under a file)."""
     from probes.__main__ import main
 

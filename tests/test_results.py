@@ -274,7 +274,7 @@ def test_malformed_result_names_the_file(tmp_path):
     (run_dir / "result.json").write_text('{"dev": 0.5, "test": "high"}')
     sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["snli"],
              "columns": [{"label": "baseline", "knobs": {}}]}
-    # not a traceback in the tables (issue 25): the loader names it (the runner prints it as a warning and redoes the
+    # not a traceback in the tables: the loader names it (the runner prints it as a warning and redoes the
     # run) and the cell is missing
     from runner.execute import load_result
 
@@ -309,7 +309,7 @@ def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
 
 
 def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
-    """cost.md (issue 21: "say the real wall time"): per task, baseline or ELMo and share of the training file, the
+    """cost.md (the real wall time of a profile's runs): per task, baseline or ELMo and share of the training file, the
     median and range of minutes and epochs; the total hours and the wall time at the profile's parallelism."""
     from runner.results import cost_markdown
 
@@ -333,7 +333,7 @@ def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
 
 def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
     """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
-    outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (issue 26: results portable)."""
+    outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (results portable)."""
     from runner.results import portable
     from tests.conftest import REPO_ROOT
 
@@ -354,7 +354,7 @@ def test_progress_lines_round_the_metrics():
 
 def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
     """A run's `made` commit gets "+changes" for a new module git does not know yet under tasks/ (a config may import
-    it), as for a changed tracked file; untracked files outside the code folders do not count (issue 25)."""
+    it), as for a changed tracked file; untracked files outside the code folders do not count."""
     import subprocess
 
     from runner.execute import git_commit
@@ -376,7 +376,7 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
 
 def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_path):
     """A multi-session profile's archive (runs/, bilm/, vectors/) is committed: its records keep no absolute path of
-    the checkout that made them (issue 26); records archived before are rewritten by the next results build."""
+    the checkout that made them; records archived before are rewritten by the next results build."""
     from runner.execute import make_portable, repo_relative
     from tests.conftest import REPO_ROOT
 
@@ -428,7 +428,7 @@ def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
 
 
 def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
-    """The issue: "the tables say which runs stopped at the cap". Seed 1 of each column ran all 6 epochs of its cap
+    """The tables say which runs stopped at the epoch cap. Seed 1 of each column ran all 6 epochs of its cap
     (the baseline still rising, the ELMo run level); seed 2 was stopped by patience after 4."""
     def run(name, seed, curve, cap):
         run_dir = finished(tmp_path / "runs" / name, "srl", seed, max(curve), max(curve),

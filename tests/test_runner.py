@@ -422,7 +422,7 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert all([e["epoch"] for e in c] == [0] and isinstance(e["validation"], float) for c in curves for e in c)
     table = (tmp_path / "results" / "table1.md").read_text()
     assert f"- **runs_made**: 2 at commit {made[0]['git_commit']}, finished " in table
-    # per-example predictions (issue 22): checked against the run's own dev and test F1, archived beside the result
+    # per-example predictions: checked against the run's own dev and test F1, archived beside the result
     records = [json.loads(p.read_text())["predictions"] for p in archived]
     assert all(r["file"] == "predictions.json.gz" and r["metric"] == "span_f1" and set(r["units"]) == {"dev", "test"}
                for r in records), records

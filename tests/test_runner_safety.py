@@ -1,4 +1,4 @@
-"""The runner under mistakes, changed inputs, broken files, a full disk, Ctrl-C and a second runner (issue 12).
+"""The runner under mistakes, changed inputs, broken files, a full disk, Ctrl-C and a second runner.
 
 Most tests run the runner in this process with a stand-in for ``allennlp train`` (``runner.execute.train_command``
 points at a few lines of Python that write what a training writes), so the runner's own logic is what is tested, in
@@ -138,7 +138,7 @@ BAD_PROFILES = {
     "x knobs bad value": (_curve({"0.5": {"BATCHES_PER_EPOCH": "0"}}),
                           ["BATCHES_PER_EPOCH = '0'", "expected empty or a positive integer"]),
     "jobs as text": ({"jobs": "2"}, ["key 'jobs'", "an integer", "'2'"]),
-    # sweep shapes that used to train and report silently wrong cells (issue 25)
+    # sweep shapes that used to train and report silently wrong cells
     "task twice in a sweep": ({"sweep_overrides": {"table1": {**ONE_COLUMN["table1"], "tasks": ["ner", "ner"]}}},
                               ["key 'tasks'", "expected each task once", "'ner'"]),
     "x value twice": (_curve({}, values=("0.5", "1.0", "1")), ["key 'x.values[2]'", "values that differ", "'1'"]),
@@ -187,7 +187,7 @@ def test_only_with_a_misspelt_sweep_changes_nothing(tmp_path, capsys, fake_train
 
 
 def test_device_cpu_overrides_a_gpu_profile_for_the_runs(tmp_path, capsys, monkeypatch):
-    """Issue 25: --device cpu was ignored by the preflight and by the runs (a profile's CUDA_DEVICE knob 0 still
+    """--device cpu used to be ignored by the preflight and by the runs (a profile's CUDA_DEVICE knob 0 still
     reached `allennlp train`). The training stand-in records the CUDA_DEVICE it was given."""
     seen = tmp_path / "cuda_device.txt"
 
@@ -233,7 +233,7 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
 
 
 def test_a_changed_bundled_sample_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
-    """Issue 25: the bundled sample data and biLM (empty path knobs, the default profile) carried no checksum, so a
+    """The bundled sample data and biLM (empty path knobs, the default profile) used to carry no checksum, so a
     run stayed "finished" after they were edited. The edit is simulated on the run's record (a test must not write
     into the repository): the recorded checksum of the bundled dev file is not today's."""
     path = write_profile(tmp_path)
@@ -339,7 +339,7 @@ def test_result_wins_over_a_failed_json_beside_it(tmp_path, capsys, fake_trainin
 
 
 TRUNCATED = "expected a complete JSON result"
-NO_METRIC = "expected a run's result with 'dev' and 'test' numbers (or one null)"  # issue 25: was a traceback
+NO_METRIC = "expected a run's result with 'dev' and 'test' numbers (or one null)"  # was a traceback
 
 
 @pytest.mark.parametrize("content, expected", [("", TRUNCATED), ('{"run_id": "ner-1", "dev": 0.5, "te', TRUNCATED),
@@ -378,7 +378,7 @@ def test_full_disk_is_one_line_and_leaves_no_half_written_result(tmp_path, capsy
     monkeypatch.setattr(builtins, "open", open_on_a_full_disk)  # (only result.json.partial is affected)
     real_write_text = Path.write_text
 
-    def write_text_on_a_full_disk(self, text, *args, **kwargs):  # (the runner before issue 12 wrote this way)
+    def write_text_on_a_full_disk(self, text, *args, **kwargs):  # (as the runner once wrote results)
         if self.name.endswith("result.json.partial"):
             real_write_text(self, text[:len(text) // 2])
             raise OSError(errno.ENOSPC, "No space left on device", str(self))
@@ -491,7 +491,7 @@ def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
 
 
 def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
-    """Issue 25: runner C has its own runs directory but A's results directory: it used to train everything again
+    """Runner C has its own runs directory but A's results directory: it used to train everything again
     and the tables and archive kept whichever finished last."""
     seen = interrupted_sweep
     c = seen["c"]
@@ -535,7 +535,7 @@ def test_ctrl_c_stops_the_sweep(interrupted_sweep):
                                               "in /proc"),
 ])
 def test_bad_runner_flags_are_one_line_before_any_work(tmp_path, capsys, fake_training, flags, message):
-    """Issue 25: --jobs -1 was a traceback, --threads -2 quietly accepted, a --results-dir that is a file a
+    """--jobs -1 used to be a traceback, --threads -2 quietly accepted, a --results-dir that is a file a
     traceback after every training."""
     path = write_profile(tmp_path)
     assert runner_main.main(runner_args(tmp_path, path) + [f.format(tmp=tmp_path) for f in flags]) == 2
@@ -544,7 +544,7 @@ def test_bad_runner_flags_are_one_line_before_any_work(tmp_path, capsys, fake_tr
 
 
 def test_a_knob_in_the_environment_is_said_to_be_ignored(tmp_path, capsys, fake_training, monkeypatch):
-    """Issue 25: NUM_EPOCHS=1 in the environment steers `allennlp train`, but not the runner's runs (their knobs
+    """NUM_EPOCHS=1 in the environment steers `allennlp train`, but not the runner's runs (their knobs
     are the profile's: the runs' identity); it was ignored without a word."""
     monkeypatch.setenv("NUM_EPOCHS", "1")
     assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path))) == 0
@@ -553,7 +553,7 @@ def test_a_knob_in_the_environment_is_said_to_be_ignored(tmp_path, capsys, fake_
 
 
 def test_a_full_disk_that_names_no_file_names_the_directories(tmp_path, capsys, fake_training, monkeypatch):
-    """Issue 25: a write() on a full disk names no file; the line said 'writing a file'."""
+    """A write() on a full disk names no file; the line used to say 'writing a file'."""
     import runner.results
 
     def full(*args, **kwargs):
@@ -581,7 +581,7 @@ def test_result_that_is_a_directory_is_one_line(tmp_path, capsys, fake_training)
 
 
 def test_a_hub_path_is_refused_by_the_runner_with_why(tmp_path, capsys, fake_training):
-    """Issue 25: an hf: data path got "the bundled sample" in the plan, then "does not exist"."""
+    """An hf: data path used to get "the bundled sample" in the plan, then "does not exist"."""
     path = write_profile(tmp_path, task_knobs={"ner": {"TRAIN_PATH": "hf:conll2003:train"}})
     assert runner_main.main(runner_args(tmp_path, path)) == 2
     err = capsys.readouterr().err

@@ -155,7 +155,7 @@ def test_training_loss_does_not_depend_on_gold_singletons(task_env):
 
 
 def test_per_document_counts_of_the_bootstrap_use_the_primary_view():
-    # tasks/predictions.py keeps per-document counts; runner/stats.py recomputes coref_f1 from them (issue 22).
+    # tasks/predictions.py keeps per-document counts; runner/stats.py recomputes coref_f1 from them.
     from types import SimpleNamespace
 
     from runner.stats import metric_value
@@ -419,7 +419,7 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
         (evaluated["muc_f1"] + evaluated["b3_f1"] + evaluated["ceafe_f1"]) / 3)
     assert evaluated["coref_f1"] == pytest.approx(metrics["test_coref_f1"])
     assert evaluated["coref_f1_with_singletons"] == pytest.approx(metrics["test_coref_f1_with_singletons"])
-    # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (issue 22)
+    # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (for the paired tests)
     from runner.execute import keep_predictions
 
     kept = keep_predictions(run_dir, tmp_path, "coref_f1", metrics, {})

@@ -217,7 +217,7 @@ def test_baseline_learns_and_evaluates_with_the_perl_f1(train_task, tmp_path):
     # `allennlp evaluate` reports the perl scorer's F1; same model and data as the end-of-training test score.
     evaluated = allennlp_evaluate(run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), tmp_path / "eval.json")
     assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"])
-    # the per-predicate counts kept for the significance tests give back srl-eval.pl's dev and test F1 (issue 22)
+    # the per-predicate counts kept for the significance tests give back srl-eval.pl's dev and test F1
     from runner.execute import keep_predictions
 
     kept = keep_predictions(run_dir, tmp_path, "f1-measure-overall", metrics, {})

@@ -223,7 +223,7 @@ def test_options_with_a_byte_order_mark_load(tmp_path):
                                               "found '3'"),
 ])
 def test_options_read_as_strictly_as_the_official_loaders(tmp_path, change, message):
-    """Issue 25: a string "false", a misspelt use_skip_connections or cell_clip each loaded as a different biLM (vectors
+    """A string "false", a misspelt use_skip_connections or cell_clip each used to load as a different biLM (vectors
     off by up to 2.73) where allennlp refuses the file; now each is one line naming the key."""
     d = json.loads(write_random_elmo(tmp_path)[0].read_text())
     change(d["lstm"])

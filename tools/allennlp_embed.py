@@ -1,4 +1,4 @@
-"""The reference side of the whole-process ``embed`` comparison (issue 24): allennlp's ``_ElmoBiLm`` over a text file,
+"""The reference side of the whole-process ``embed`` comparison: allennlp's ``_ElmoBiLm`` over a text file,
 written in ``python -m elmo_module embed``'s layout (one (3, n, D) dataset per line, stateful batches of consecutive
 lines), so that the two commands do the same work from start to exit:
 

@@ -1,4 +1,4 @@
-"""Which kernel to run the biLM's bfloat16 GEMMs with (issue 24): GFLOP/s of the candidates at the LSTM's shapes, in
+"""Which kernel to run the biLM's bfloat16 GEMMs with: GFLOP/s of the candidates at the LSTM's shapes, in
 one process, each shape's candidates timed in turn (so the machine's load falls on all of them).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bf16_kernels_bench.py [--reps 20]

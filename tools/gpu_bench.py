@@ -1,4 +1,4 @@
-"""GPU figures for issue 24: ELMo inference and biLM pretraining steps, float32 against bfloat16 autocast, at batch 32
+"""GPU figures: ELMo inference and biLM pretraining steps, float32 against bfloat16 autocast, at batch 32
 and 128, and a profiler summary of where a step's time goes (kernels against the host's per-step work). One process,
 one device, everything interleaved as ``elmo_module.benchmark`` does (each batch or window through every variant in
 turn), so the ratios are measured in one run. Prints a table last and writes gpu_bench.json and the profiler tables

@@ -1,4 +1,4 @@
-"""Pretraining speed with the LSTM's one-node recurrence (``elmo_module.lstm._Recurrence``, issue 24) against the
+"""Pretraining speed with the LSTM's one-node recurrence (``elmo_module.lstm._Recurrence``) against the
 step-by-step autograd graph it replaced (``lstm.USE_RECURRENCE = False``), float32 and mixed bfloat16, one process.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/lstm_backward_bench.py --size mini --steps 30 --max-tokens 0

@@ -1,5 +1,5 @@
 """Pretraining in float32 and in mixed bfloat16 side by side, in one process: held-out perplexity at the same number of
-training tokens, and the training speed of each measured under the same load (issue 24).
+training tokens, and the training speed of each measured under the same load.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/precision_pretrain_check.py --options runner/profiles/mini_bilm_options.json \
         --train ../shared/data/lm_corpus/*_0?.txt --heldout ../shared/data/lm_corpus/heldout/*.txt \

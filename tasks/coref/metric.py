@@ -1,4 +1,4 @@
-"""The coreference metric in two views: without gold singletons (``coref_f1``, Table 1) and with them (issue 21).
+"""The coreference metric in two views: without gold singletons (``coref_f1``, Table 1) and with them (LitBank's).
 
 OntoNotes' CoNLL-2012 data, on which the paper scored, annotates no singleton (a cluster of one mention); LitBank,
 the small profile's data, annotates them (Bamman, Lewke and Mansoor 2020). Lee et al. (2017)'s model never predicts a
