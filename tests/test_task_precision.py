@@ -158,9 +158,10 @@ def test_softmax_log_softmax_and_logsumexp_are_float32_under_cpu_autocast():
     assert torch.softmax(logits, -1).dtype == torch.bfloat16  # outside autocast nothing changes
 
 
-def test_the_accuracy_check_profile_pairs_every_run_with_an_archived_float32_run():
-    """runner/profiles/small_task_bf16.json: NER's and SNLI's Table 1 ELMo cells of the small profile in bfloat16;
-    each run's float32 twin (the same knobs but TASK_PRECISION) is an archived run of results/small."""
+def test_the_accuracy_check_profile_pairs_each_bfloat16_run_with_its_float32_twin_of_the_small_profile():
+    """runner/profiles/small_task_bf16.json: NER's and SNLI's Table 1 ELMo cells of the small profile, trained twice on
+    the same stages, float32 and bfloat16: each float32 run is the small profile's own run (its archived id), and each
+    bfloat16 run differs from it in TASK_PRECISION alone."""
     from runner.spec import Run, expand_cells, load_profile, load_sweeps
 
     runs_dir = REPO_ROOT / "results" / "small" / "runs"
@@ -168,11 +169,15 @@ def test_the_accuracy_check_profile_pairs_every_run_with_an_archived_float32_run
         pytest.skip("results/small/runs not present")
     profile, path = load_profile("small_task_bf16")
     cells = expand_cells(profile, load_sweeps(profile, path))
-    assert sorted((c.task, c.seed) for c in cells) == [(t, s) for t in ("ner", "snli") for s in (1, 2, 3)]
-    for cell in cells:
-        assert cell.run.knob_dict["TASK_PRECISION"] == "bfloat16"
-        twin = Run(cell.task, tuple(sorted({**cell.run.knob_dict, "TASK_PRECISION": "float32"}.items())))
-        assert (runs_dir / cell.task / f"{twin.run_id}.json").is_file(), twin.run_id
+    by = {(c.task, c.column, c.seed): c.run for c in cells}
+    assert sorted(by) == [(t, col, s) for t in ("ner", "snli") for col in ("ELMo", "ELMo bfloat16") for s in (1, 2, 3)]
+    for (task, column, seed), run in by.items():
+        if column == "ELMo":
+            assert (runs_dir / task / f"{run.run_id}.json").is_file(), run.run_id
+            continue
+        assert run.knob_dict["TASK_PRECISION"] == "bfloat16"
+        twin = Run(task, tuple(sorted({**run.knob_dict, "TASK_PRECISION": "float32"}.items())))
+        assert twin.run_id == by[(task, "ELMo", seed)].run_id
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
