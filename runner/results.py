@@ -509,6 +509,8 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
         summary = _build_results(sweeps, cells, paper, staging, provenance, extra)
         for path in sorted(staging.iterdir()):
             os.replace(path, out_dir / path.name)
+        if provenance.get("runs_made") == []:  # no finished run: no list of them (nor an earlier build's)
+            (out_dir / TSV).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return summary
@@ -519,7 +521,8 @@ def _build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, proven
     summary = {"provenance": provenance, "sweeps": {}}
     rows = provenance.get("runs_made")  # runner/provenance.py: in full in runs_made.tsv, summarised elsewhere
     if isinstance(rows, list):
-        write_atomic(out_dir / TSV, runs_made_tsv(rows))
+        if rows:
+            write_atomic(out_dir / TSV, runs_made_tsv(rows))
         summary["provenance"] = {**provenance, "runs_made": runs_made_text(rows)}
     for sweep in sweeps:
         name, kind = sweep.get("name"), sweep.get("kind")

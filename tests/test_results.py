@@ -521,3 +521,13 @@ def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
         result_path.write_text(json.dumps({**result, "knobs": {"SEED": str(seed)}}))
     build_results([{**sweep, "columns": [{"label": "baseline"}]}], cells[:2], {}, tmp_path / "out2", PROVENANCE)
     assert "## Runs that ran to their epoch cap" not in (tmp_path / "out2" / "table2.md").read_text()
+
+
+def test_no_finished_run_no_list_of_commits(tmp_path):
+    """A profile of probes only (no task run): 'none finished', and no runs_made.tsv (an earlier build's removed)."""
+    sweep = {"name": "figure2", "kind": "mix_weights", "from": ["table1"]}
+    (tmp_path / "runs_made.tsv").write_text("commit\truns\n0000000\t1\n")
+    build_results([sweep], [], {}, tmp_path, {"profile": "probes", "runs_made": []})
+    assert "- **runs_made**: none finished\n" in (tmp_path / "figure2.md").read_text()
+    assert not (tmp_path / "runs_made.tsv").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["provenance"]["runs_made"] == "none finished"
