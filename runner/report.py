@@ -355,7 +355,8 @@ def write_report(out_dir: Path, profile_name: Optional[str] = None) -> Path:
         verdicts=list(dict.fromkeys(c.get("verdict", "not decidable") for c in data["claims"])),
         any_against=any(c.get("against_paper") for c in data["claims"]),
         tables=tables, figures=figures, colours=COLOURS,
-        other_files=sorted(p.name for p in out_dir.glob("*.md") if p.name not in shown),
+        other_files=sorted(p.name for p in [*out_dir.glob("*.md"), *out_dir.glob("runs_made.tsv")]
+                           if p.name not in shown),
         provenance=[(k, _flat(v)) for k, v in provenance.items()])
     write_atomic(out_dir / "index.html", page)
     return out_dir / "index.html"

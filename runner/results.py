@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
 from runner.execute import load_result, repo_relative  # noqa: E402
+from runner.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
@@ -205,26 +206,6 @@ def increase_text(baseline: Optional[float], elmo: Optional[float], decimals: in
     return f"{elmo - baseline:.{decimals}f} / {100 * (elmo - baseline) / (100 - baseline):.1f}%"
 
 
-def runs_made(results: list) -> str:
-    """Where the finished runs come from, one line per commit they were made at (a multi-session profile restores
-    earlier sessions' runs): how many, the commit, the dates they finished, the machine (runner/execute.py
-    made_record). Runs archived before results carried that record are counted as such."""
-    groups = {}
-    for result in results:
-        if result:
-            made = result.get("made") or {}
-            groups.setdefault((made.get("git_commit"), made.get("hardware")), []).append(made.get("finished"))
-    lines = []
-    for (commit, machine), dates in sorted(groups.items(), key=lambda g: (min(d or "" for d in g[1]), g[0][0] or "")):
-        if commit is None:
-            lines.append(f"{len(dates)} made before runs recorded their commit and date (see the git log of the "
-                         f"archived runs)")
-        else:
-            span = min(dates) if min(dates) == max(dates) else f"{min(dates)} to {max(dates)}"
-            lines.append(f"{len(dates)} at commit {commit}, finished {span}, on {machine}")
-    return "; ".join(lines) or "none finished"
-
-
 def _training_data(knobs: dict) -> tuple:
     """(share of the task's training file, its text): "all", or e.g. "3.6 %, epochs of 80 batches"."""
     fraction = float(knobs.get("TRAIN_FRACTION") or 1)
@@ -271,21 +252,6 @@ def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[li
               "took the time it took there. The stages before the runs (word vectors, the biLM's pretraining and "
               "fine-tunings) are timed in vectors.md and bilm.md."]
     return "\n".join(lines) + "\n"
-
-
-def provenance_lines(provenance: dict) -> list:
-    """The header block of every markdown file; nested dicts (e.g. data paths per task) as sub-items."""
-    def flat(value):
-        if isinstance(value, dict):
-            return ", ".join(f"{k}={flat(v)}" for k, v in value.items())
-        return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    lines = []
-    for key, value in provenance.items():
-        if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
-            lines += [f"- **{key}**:"] + [f"  - {k}: {flat(v)}" for k, v in value.items()]
-        else:
-            lines.append(f"- **{key}**: {flat(value)}")
-    return lines
 
 
 def _markdown(title: str, provenance: dict, header: list, rows: list, notes: list, extra: str = "") -> str:
@@ -543,6 +509,8 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
         summary = _build_results(sweeps, cells, paper, staging, provenance, extra)
         for path in sorted(staging.iterdir()):
             os.replace(path, out_dir / path.name)
+        if provenance.get("runs_made") == []:  # no finished run: no list of them (nor an earlier build's)
+            (out_dir / TSV).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return summary
@@ -551,6 +519,11 @@ def build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provena
 def _build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, provenance: dict,
                    extra: Optional[dict]) -> dict:
     summary = {"provenance": provenance, "sweeps": {}}
+    rows = provenance.get("runs_made")  # runner/provenance.py: in full in runs_made.tsv, summarised elsewhere
+    if isinstance(rows, list):
+        if rows:
+            write_atomic(out_dir / TSV, runs_made_tsv(rows))
+        summary["provenance"] = {**provenance, "runs_made": runs_made_text(rows)}
     for sweep in sweeps:
         name, kind = sweep.get("name"), sweep.get("kind")
         if sweep.get("split") not in ("dev", "test") and kind not in ("mix_weights", *PROBE_KINDS):

@@ -107,6 +107,7 @@ def fabricated_profile(out: Path, claims=None, old_schema=False) -> Path:
         "data": {"srl": {"TRAIN_PATH": "../shared/data/srl/train"}}}, "sweeps": {}}))
     (out / "table1.md").write_text(TABLE1_MD)
     (out / "claims.md").write_text("# claims\n")
+    (out / "runs_made.tsv").write_text("commit\truns\tfirst_finished\tlast_finished\tmachine\n")
     plt.imsave(out / "figure1.png", [[0.0, 1.0], [1.0, 0.0]])
     return out
 
@@ -157,6 +158,7 @@ def test_page_structure(tmp_path):
     assert "<th>ELMo (paper)</th>" in text and "<td>84.6</td>" in text and "<td>60.8 ± 0.4 † [1]</td>" in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<script>alert" not in text
     assert '<a href="claims.md">claims.md</a>' in text and "<strong>mean</strong>" in text
+    assert '<a href="runs_made.tsv">runs_made.tsv</a>' in text  # the commits that made the runs, one row each
     assert "<details><summary>The same runs on dev</summary>" in text
     assert text.count("../shared/data/srl/train") == 1 and text.index('id="provenance"') > text.index('id="claims"')
     # the summary counts, the rule, the per-seed values folded under each claim

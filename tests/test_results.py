@@ -50,9 +50,9 @@ def header_of(markdown: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def synthetic(tmp_path_factory):
+    """(sweeps, cells, paper numbers) of synthetic run directories: Tables 1 and 3, Figures 1 and 2."""
     runs = tmp_path_factory.mktemp("runs")
-    out = tmp_path_factory.mktemp("results") / "synthetic"
     cells = []
 
     def add(sweep, task, column, seed, run_dir, x=None):
@@ -118,9 +118,13 @@ def built(tmp_path_factory):
         {"name": "figure2", "kind": "mix_weights", "title": "Figure 2", "split": "dev", "tasks": [], "columns": [],
          "from": ["table1", "table3"]},
     ]
-    paper = json.loads((REPO_ROOT / "results" / "paper_numbers.json").read_text())
-    summary = build_results(sweeps, cells, paper, out, PROVENANCE)
-    return out, summary
+    return sweeps, cells, json.loads((REPO_ROOT / "results" / "paper_numbers.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, synthetic):
+    out = tmp_path_factory.mktemp("results") / "synthetic"
+    return out, build_results(*synthetic, out, PROVENANCE)
 
 
 def test_table1_cells_means_std_paper_values_and_error_reduction(built):
@@ -294,18 +298,77 @@ def test_empty_mix_weights_sweep_still_builds(tmp_path):
 def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
     """A multi-session profile's tables say which runs each session made (commit, dates, machine), and count the
     runs archived before result.json carried that record instead of hiding them."""
-    from runner.results import runs_made
+    from runner.results import runs_made, runs_made_text
 
     machine = "2 CPU cores (AMD EPYC), no GPU, torch 2.9.1"
     results = [{"made": {"git_commit": "bbb", "finished": "2026-11-25 11:00:00 UTC", "hardware": machine}},
                {"made": {"git_commit": "aaa", "finished": "2026-11-24 09:00:00 UTC", "hardware": machine}},
                {"made": {"git_commit": "bbb", "finished": "2026-11-25 10:00:00 UTC", "hardware": machine}},
                {"dev": 0.5}, {"dev": 0.6}, None]
-    assert runs_made(results) == (
-        "2 made before runs recorded their commit and date (see the git log of the archived runs); "
-        f"1 at commit aaa, finished 2026-11-24 09:00:00 UTC, on {machine}; "
-        f"2 at commit bbb, finished 2026-11-25 10:00:00 UTC to 2026-11-25 11:00:00 UTC, on {machine}")
-    assert runs_made([None]) == "none finished"
+    rows = runs_made(results)
+    assert rows == [
+        {"commit": None, "runs": 2, "first_finished": None, "last_finished": None, "machine": None},
+        {"commit": "aaa", "runs": 1, "first_finished": "2026-11-24 09:00:00 UTC",
+         "last_finished": "2026-11-24 09:00:00 UTC", "machine": machine},
+        {"commit": "bbb", "runs": 2, "first_finished": "2026-11-25 10:00:00 UTC",
+         "last_finished": "2026-11-25 11:00:00 UTC", "machine": machine}]
+    assert runs_made_text(rows) == (
+        "3 runs at 2 commits (0 of them +changes), the first aaa (finished 2026-11-24 09:00:00 UTC), the last bbb "
+        f"(finished 2026-11-25 11:00:00 UTC), on {machine}; 2 more made before runs recorded their commit and date; "
+        "every commit: runs_made.tsv")
+    assert runs_made_text(runs_made(results[2:])) == (
+        f"1 run at commit bbb, finished 2026-11-25 10:00:00 UTC, on {machine}; 2 more made before runs recorded "
+        "their commit and date; every commit: runs_made.tsv")
+    assert runs_made_text(runs_made([None])) == "none finished"
+
+
+def test_every_markdown_file_opens_with_a_short_provenance_block_linking_the_commits(tmp_path, synthetic):
+    """A profile made over many sessions: every results file opened with a 10,000-character runs_made line (one
+    entry per commit, 78 of them) and the profile's whole description. The block is at most 15 lines of at most 300
+    characters; every commit is a row of runs_made.tsv, which the block links; the description is in full in
+    summary.json."""
+    machines = ["2 CPU cores (AMD EPYC), no GPU, torch 2.9.1+cu128", "1 GPU (NVIDIA H200), torch 2.9.1+cu128"]
+    commits = [f"{i:07x}" + ("+changes" if i % 7 == 0 else "") for i in range(80)]
+    results = [{"made": {"git_commit": c, "finished": f"2026-11-{20 + i // 10:02d} {i % 10:02d}:00:0{seed} UTC",
+                         "hardware": machines[i % 2]}} for i, c in enumerate(commits) for seed in (1, 2)]
+    from runner.results import runs_made
+
+    description = ("A profile over many sessions: " + "every task on real data at small scale, " * 30).strip() + \
+        ". Its second sentence."
+    provenance = {"command": "python -m runner --profile many --build-only", "profile": "runner/profiles/many.json",
+                  "description": description,
+                  "data": {t: {"TRAIN_PATH": f"../shared/data/{t}_corpus/train.txt",
+                               "DEV_PATH": f"../shared/data/{t}_corpus/dev.txt",
+                               "TEST_PATH": f"../shared/data/{t}_corpus/test.txt"}
+                           for t in ("squad", "snli", "srl", "coref", "ner", "sst")},
+                  "weights": sorted(f"artifacts/many/bilm-{t}/options.json + artifacts/many/bilm-{t}/weights.hdf5"
+                                    for t in ("ner", "snli", "squad", "sst")),
+                  "hardware": machines[0], "executor": "local", "git_commit": "fffffff",
+                  "runs_made": runs_made(results + [{"dev": 0.5}]), "date": "2026-11-29 06:33:23 UTC",
+                  "wall_time_s": 1.4, "run_wall_time_s": 207821.5}
+    out = tmp_path / "many"
+    build_results(*synthetic, out, provenance)
+    files = sorted(out.glob("*.md"))
+    assert [f.name for f in files] == ["claims.md", "figure1.md", "figure2.md", "table1.md", "table3.md"]
+    for path in files:
+        lines = path.read_text().splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("- **"))
+        block = lines[start:lines.index("", start)]
+        assert len(block) <= 15 and max(map(len, block)) <= 300, (path.name, [len(line) for line in block])
+        runs_line = next(line for line in block if line.startswith("- **runs_made**: "))
+        assert runs_line == ("- **runs_made**: 160 runs at 80 commits (12 of them +changes), the first "
+                             "0000000+changes (finished 2026-11-20 00:00:01 UTC), the last 000004f (finished "
+                             "2026-11-27 09:00:02 UTC), on 2 machines; 1 more made before runs recorded their commit "
+                             "and date; every commit: [runs_made.tsv](runs_made.tsv)"), path.name
+        assert "- **weights**: options.json + weights.hdf5 of artifacts/many/{bilm-ner, bilm-snli, bilm-squad, " \
+               "bilm-sst}" in block
+    tsv = [line.split("\t") for line in (out / "runs_made.tsv").read_text().splitlines()]
+    assert tsv[0] == ["commit", "runs", "first_finished", "last_finished", "machine"] and len(tsv) == 1 + 80 + 1
+    assert {row[0] for row in tsv[1:]} >= set(commits) and all(row[1] == "2" for row in tsv[2:])
+    assert tsv[2] == ["0000000+changes", "2", "2026-11-20 00:00:01 UTC", "2026-11-20 00:00:02 UTC", machines[0]]
+    summary = json.loads((out / "summary.json").read_text())["provenance"]
+    assert summary["description"] == description and summary["runs_made"] == runs_line[len("- **runs_made**: "):] \
+        .replace("[runs_made.tsv](runs_made.tsv)", "runs_made.tsv")
 
 
 def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
@@ -458,3 +521,13 @@ def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
         result_path.write_text(json.dumps({**result, "knobs": {"SEED": str(seed)}}))
     build_results([{**sweep, "columns": [{"label": "baseline"}]}], cells[:2], {}, tmp_path / "out2", PROVENANCE)
     assert "## Runs that ran to their epoch cap" not in (tmp_path / "out2" / "table2.md").read_text()
+
+
+def test_no_finished_run_no_list_of_commits(tmp_path):
+    """A profile of probes only (no task run): 'none finished', and no runs_made.tsv (an earlier build's removed)."""
+    sweep = {"name": "figure2", "kind": "mix_weights", "from": ["table1"]}
+    (tmp_path / "runs_made.tsv").write_text("commit\truns\n0000000\t1\n")
+    build_results([sweep], [], {}, tmp_path, {"profile": "probes", "runs_made": []})
+    assert "- **runs_made**: none finished\n" in (tmp_path / "figure2.md").read_text()
+    assert not (tmp_path / "runs_made.tsv").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["provenance"]["runs_made"] == "none finished"

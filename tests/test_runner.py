@@ -421,7 +421,9 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     curves = [json.loads(p.read_text())["epochs"] for p in archived]  # the dev metric of every epoch (NUM_EPOCHS 1)
     assert all([e["epoch"] for e in c] == [0] and isinstance(e["validation"], float) for c in curves for e in c)
     table = (tmp_path / "results" / "table1.md").read_text()
-    assert f"- **runs_made**: 2 at commit {made[0]['git_commit']}, finished " in table
+    assert f"- **runs_made**: 2 runs at commit {made[0]['git_commit']}, finished " in table
+    tsv = (tmp_path / "results" / "runs_made.tsv").read_text().splitlines()  # every commit, linked from the block
+    assert len(tsv) == 2 and tsv[1].startswith(f"{made[0]['git_commit']}\t2\t")
     # per-example predictions: checked against the run's own dev and test F1, archived beside the result
     records = [json.loads(p.read_text())["predictions"] for p in archived]
     assert all(r["file"] == "predictions.json.gz" and r["metric"] == "span_f1" and set(r["units"]) == {"dev", "test"}
