@@ -40,11 +40,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TASKS = ("srl", "snli", "coref", "ner", "sst", "squad")
-VARIANTS = ("float32", "float32+cache", "bfloat16", "bfloat16+cache", "float32-packed")
+VARIANTS = ("float32", "float32+cache", "bfloat16", "bfloat16+cache", "float32-packed", "float32-before",
+            "float32+cache-before")
 # float32-packed: SNLI's and SST-5's LSTMs as their configs have them, allennlp's packed 'lstm'; the other variants of
 # these two tasks swap in unpacked_lstm (tasks/unpacked_rnn.py, the same parameters: _unpack), a change the configs do
 # not make (it would change the small profile's float rounding); elsewhere float32-packed is float32
 PACKED_BEFORE = ("snli", "sst")
+# -before: the computations that docs/speed.md ("SQuAD and coreference training") rearranged put back as they were
+# (coreference: allennlp-models' pair scorer and attention head; SQuAD: torch's own GRU step loop), so that the same
+# run measures the change; the ratios of these two tasks are against float32-before (the live biLM, the code the
+# small profile ran)
+REARRANGED = ("coref", "squad")
 PHASES = ("data", "forward", "backward", "step")
 GLOVE_DIM = {"squad": 300, "snli": 300, "coref": 300, "sst": 300, "srl": 100, "ner": 50}
 
@@ -134,6 +140,18 @@ def _unpack(config):
             _unpack(value)
 
 
+def before(model):
+    """The model's rearranged computations put back as the small profile's runs computed them."""
+    from tasks.coref.model import SizedCoreferenceResolver, use_allennlp_paths
+    from tasks.unpacked_rnn import UnpackedGru
+
+    if isinstance(model, SizedCoreferenceResolver):
+        use_allennlp_paths(model)
+    for module in model.modules():
+        if isinstance(module, UnpackedGru):
+            module.fused_recurrence = False
+
+
 class Variant:
     """One model and optimizer trained the way the trainer trains it, in one precision."""
 
@@ -144,7 +162,7 @@ class Variant:
 
         from tasks.task_precision import float32_at_module_boundaries
 
-        self.name, self.precision = name, name.split("+")[0]
+        self.name, self.precision = name, name.split("+")[0].split("-")[0]
         model_params = copy.deepcopy(params.get("model").as_dict())
         if task in PACKED_BEFORE and name != "float32-packed":
             _unpack(model_params)
@@ -161,6 +179,8 @@ class Variant:
         self.optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(dict(trainer["optimizer"])))
         if self.precision == "bfloat16":
             float32_at_module_boundaries(self.model)
+        if name.endswith("-before"):
+            before(self.model)
         self.vocab = vocab
         self.times = {phase: [] for phase in PHASES}
 
@@ -204,7 +224,8 @@ def bench_task(task, args, bilm, glove, workdir: Path):
     cache_dir = workdir / f"cache-{task}"
     n_sentences, build_s = (build_cache(batches, knobs, cache_dir) if any("cache" in v for v in args.variants)
                             else (0, 0.0))
-    names = [n for n in args.variants if n != "float32-packed" or task in PACKED_BEFORE]
+    names = [n for n in args.variants if (n != "float32-packed" or task in PACKED_BEFORE)
+             and (not n.endswith("-before") or task in REARRANGED)]
     variants = [Variant(name, params, vocab, cache_dir, task) for name in names]
     profiled = args.profile.split(":") if args.profile else None
     profiler = cProfile.Profile()
@@ -227,7 +248,8 @@ def bench_task(task, args, bilm, glove, workdir: Path):
                                       **{f"{p}_s": round(float(np.mean(v.times[p])), 4) for p in PHASES},
                                       "losses": [round(x, 3) for x in losses[v.name]]}
     # against float32 as the small profile ran it: its own configs (packed LSTMs in SNLI and SST-5), the live biLM
-    result["ratios_against"] = "float32-packed" if "float32-packed" in result["variants"] else "float32"
+    result["ratios_against"] = next((name for name in ("float32-packed", "float32-before")
+                                     if name in result["variants"]), "float32")
     base = result["variants"].get(result["ratios_against"], {}).get("s_per_batch")
     if base:
         result["ratios"] = {name: round(base / r["s_per_batch"], 2) for name, r in result["variants"].items()}

@@ -1,0 +1,106 @@
+"""The rearranged computations of the SQuAD and coreference models (docs/speed.md, "SQuAD and coreference
+training"): each gives the numbers of the computation it replaces (to float rounding, or exactly where it says so)
+on a tiny input, in training mode with dropout, and the replaced computation is gone from the step."""
+import copy
+
+import pytest
+import torch
+
+from tests.conftest import REPO_ROOT
+
+COREF_SAMPLE = str(REPO_ROOT / "tasks" / "coref" / "sample_data" / "train")
+
+
+def _graph_nodes(tensor):
+    """The names of the autograd nodes that ``tensor``'s backward runs."""
+    seen, stack, names = set(), [tensor.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def _coref_model_and_batch(speaker_genre: bool, tmp_path):
+    from allennlp.common import Params
+    from allennlp.common.plugins import import_plugins
+    from allennlp.data import Batch, DatasetReader, Vocabulary
+    from allennlp.models import Model
+
+    import_plugins()
+    config = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"))  # SIZE=tiny
+    reader_params, params = config.pop("dataset_reader"), config.pop("model")
+    reader_params["speaker_genre"], params["speaker_genre_features"] = speaker_genre, speaker_genre
+    instances = list(DatasetReader.from_params(reader_params).read(COREF_SAMPLE))[:1]
+    vocab = Vocabulary.from_instances(instances)
+    torch.manual_seed(3)
+    model = Model.from_params(vocab=vocab, params=params)
+    batch = Batch(instances)
+    batch.index_instances(vocab)
+    return model, batch.as_tensor_dict()
+
+
+def _train_step(model, tensors, seed=5):
+    """Loss, scores and parameter gradients of one training forward and backward, dropout drawn from ``seed``."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    output = model(**tensors)
+    output["loss"].backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return output, grads
+
+
+@pytest.mark.parametrize("speaker_genre", [False, True])
+def test_coref_split_pair_scorer_and_separate_gathers_give_allennlp_models_numbers(task_env, tmp_path, speaker_genre):
+    from tasks.coref.model import use_allennlp_paths
+
+    model, tensors = _coref_model_and_batch(speaker_genre, tmp_path)
+    reference = copy.deepcopy(model)
+    use_allennlp_paths(reference)
+    fast, fast_grads = _train_step(model, tensors)
+    slow, slow_grads = _train_step(reference, tensors)
+    assert torch.equal(fast["top_spans"], slow["top_spans"])
+    assert torch.equal(fast["predicted_antecedents"], slow["predicted_antecedents"])
+    assert fast["loss"].item() == pytest.approx(slow["loss"].item(), rel=1e-5)
+    assert set(fast_grads) == set(slow_grads)
+    for name, grad in slow_grads.items():
+        torch.testing.assert_close(fast_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_coref_attention_head_gives_allennlp_values_and_gradients_exactly(task_env, tmp_path):
+    from allennlp.modules.span_extractors import SelfAttentiveSpanExtractor
+
+    from tasks.coref.model import SeparateGatherSpanExtractor
+
+    torch.manual_seed(0)
+    words = torch.randn(2, 9, 6, requires_grad=True)
+    spans = torch.tensor([[[0, 0], [1, 3], [2, 8], [4, 5]], [[0, 2], [3, 3], [5, 7], [6, 8]]])
+    ours = SeparateGatherSpanExtractor(input_dim=6)
+    theirs = copy.deepcopy(ours)
+    theirs.__class__ = SelfAttentiveSpanExtractor
+    results = []
+    for extractor in (ours, theirs):
+        words.grad = None
+        extractor.zero_grad()
+        out = extractor(words, spans)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append((out, words.grad.clone(), extractor._global_attention._module.weight.grad.clone()))
+    for mine, allennlps in zip(*results):
+        assert torch.equal(mine, allennlps)
+
+
+def test_coref_step_builds_neither_the_pair_concatenation_nor_the_sliced_span_gather(task_env, tmp_path):
+    """What the rearrangement removes: the antecedent feedforward's first layer on the (spans x antecedents x
+    3 span_dim + features) concatenation, and the slice of the attention head's gather (SliceBackward0)."""
+    model, tensors = _coref_model_and_batch(False, tmp_path)
+    first_layer_inputs = []
+    first = model._antecedent_feedforward._module._linear_layers[0]
+    first.register_forward_hook(lambda module, inputs, output: first_layer_inputs.append(inputs[0].shape))
+    model.train()
+    loss = model(**tensors)["loss"]
+    assert first_layer_inputs == []
+    assert "SliceBackward0" not in _graph_nodes(loss)
