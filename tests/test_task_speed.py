@@ -98,3 +98,62 @@ def test_coref_step_builds_neither_the_pair_concatenation_nor_the_gather_of_ever
         model(**tensors)
     assert first_layer_inputs == []
     assert (spans.size(1), widest, words_dim) not in saved
+
+
+def _gru_step(encoder, inputs, mask, grad_out):
+    x = inputs.clone().requires_grad_(True)
+    out = encoder(x, mask)
+    (out * grad_out[..., : out.size(-1)]).sum().backward()
+    return out, x.grad, {name: p.grad for name, p in encoder.named_parameters()}
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("hidden", [32, 16])
+def test_gru_recurrence_gives_torchs_outputs_and_gradients(bidirectional, hidden):
+    """Bit for bit at the small SQuAD model's 32 cells; else to rounding: torch's sigmoid and tanh kernels take
+    the last elements of a row in scalar code, and which elements those are depends on the row's length."""
+    from tasks.unpacked_rnn import UnpackedGru
+
+    torch.manual_seed(3)
+    fused = UnpackedGru(input_size=7, hidden_size=hidden, bidirectional=bidirectional)
+    plain = copy.deepcopy(fused)
+    plain.fused_recurrence = False
+    lengths = torch.tensor([9, 4, 1, 0, 9, 6])
+    mask = torch.arange(9)[None] < lengths[:, None]
+    inputs, grad_out = torch.randn(6, 9, 7), torch.randn(6, 9, 2 * hidden)
+    got, expected = _gru_step(fused, inputs, mask, grad_out), _gru_step(plain, inputs, mask, grad_out)
+    if hidden == 32:
+        assert torch.equal(got[0], expected[0])
+    torch.testing.assert_close(got[0], expected[0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(got[1], expected[1], atol=1e-6, rtol=1e-5)
+    assert got[2].keys() == expected[2].keys()
+    for name, grad in expected[2].items():
+        torch.testing.assert_close(got[2][name], grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+def test_gru_recurrence_is_one_autograd_node_not_a_few_per_step():
+    from tasks.unpacked_rnn import UnpackedGru
+
+    encoder = UnpackedGru(input_size=7, hidden_size=16, bidirectional=True)
+    steps = 40
+    out = encoder(torch.randn(2, steps, 7, requires_grad=True), torch.ones(2, steps, dtype=torch.bool))
+    seen, stack = set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    assert len(seen) < steps  # torch's GRU: about 10 per step and direction
+
+
+def test_under_bfloat16_autocast_the_gru_is_torchs_as_before():
+    from tasks.unpacked_rnn import UnpackedGru
+
+    torch.manual_seed(3)
+    fused = UnpackedGru(input_size=7, hidden_size=16, bidirectional=True)
+    plain = copy.deepcopy(fused)
+    plain.fused_recurrence = False
+    inputs, mask = torch.randn(3, 5, 7), torch.ones(3, 5, dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = fused(inputs, mask), plain(inputs, mask)
+    assert torch.equal(got, expected)
