@@ -157,3 +157,24 @@ def test_under_bfloat16_autocast_the_gru_is_torchs_as_before():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got, expected = fused(inputs, mask), plain(inputs, mask)
     assert torch.equal(got, expected)
+
+
+def test_speed_bench_puts_the_rearranged_computations_back_for_its_before_variants(task_env, tmp_path):
+    import json
+
+    from tests.conftest import shared_data
+    from tools.task_speed_bench import Variant, main, read_task, task_knobs, write_stand_ins
+
+    shared_data("litbank_coref", "train")
+    bilm, glove = write_stand_ins(tmp_path)
+    params, vocab, _ = read_task("coref", task_knobs("coref", bilm, glove[300]), 1)
+    before, now = (Variant(name, params, vocab, tmp_path / "cache", "coref") for name in ("float32-before", "float32"))
+    assert type(before.model._attentive_span_extractor).__name__ == "SelfAttentiveSpanExtractor"
+    assert type(now.model._attentive_span_extractor).__name__ == "WindowedSpanExtractor"
+    out = tmp_path / "bench.json"
+    main(["--tasks", "squad", "--batches", "1", "--warmup", "0", "--variants", "float32-before,float32+cache",
+          "--out", str(out)])
+    result = json.loads(out.read_text())["results"][0]
+    assert result["ratios_against"] == "float32-before"
+    assert set(result["variants"]) == {"float32-before", "float32+cache"}
+    assert all(v["s_per_batch"] > 0 for v in result["variants"].values())

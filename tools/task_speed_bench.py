@@ -166,7 +166,7 @@ class Variant:
         model_params = copy.deepcopy(params.get("model").as_dict())
         if task in PACKED_BEFORE and name != "float32-packed":
             _unpack(model_params)
-        if name.endswith("+cache"):
+        if "+cache" in name:
             for embedder in model_params["text_field_embedder"]["token_embedders"].values():
                 if embedder.get("type") == "elmo_module":
                     embedder["cache_dir"] = str(cache_dir)
