@@ -2,7 +2,7 @@
 bfloat16, with and without the activation cache, interleaved batch by batch in one process (docs/speed.md).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/task_speed_bench.py [--tasks squad,coref,...] [--batches 4]
-        [--warmup 1] [--variants float32,float32+cache,bfloat16,bfloat16+cache,float32-packed]
+        [--warmup 1] [--variants float32,float32+cache,bfloat16,bfloat16+cache,float32-packed,float32-before,...]
         [--profile TASK:VARIANT] [--out F]
 
 Each task: the small profile's config and data (runner/profiles/small.json task_knobs: paths, lambda, layer norm; the
@@ -12,7 +12,8 @@ Each training step is what allennlp's trainer does (tensorise the batch, forward
 backward, the config's gradient norm clip, the optimizer step); the bfloat16 variants run the forward under
 tasks/task_precision.py's autocast and float32 module outputs. The variants take each batch in turn, the first
 rotating, so the machine's drift falls on all; a batch's time is split into data (tensorising), forward, backward and
-step.
+step. For SQuAD and coreference, float32-before and float32+cache-before run the code the small profile ran (before
+the rearrangements of docs/speed.md "SQuAD and coreference training"), and their ratios are against float32-before.
 
 Two stand-ins, as the small profile's artifacts (its biLMs, its word vectors) are not on every machine: the biLM is a
 randomly initialised one of the small profile's shape (runner/profiles/mini_bilm_options.json: 2 x 512 cells, 128
