@@ -23,7 +23,8 @@ h' = (h - n) * z + n) without recording it, both directions in one loop (batched
 is written out: per step the gate derivatives and one batched product for dh, the weight gradients as one product
 over all steps. The outputs are torch's to float rounding, bit for bit at the small SQuAD model's 32 cells (r and z
 share one sigmoid call here, and torch's kernels take a row's last elements in scalar code, so at other widths a
-few elements can differ in the last bit); the gradients equal to float rounding (``tests/test_task_speed.py``). ``fused_recurrence = False`` on a module gives torch's own GRU back.
+few elements can differ in the last bit); the gradients equal to float rounding (``tests/test_task_speed.py``).
+``fused_recurrence = False`` on a module gives torch's own GRU back.
 """
 import torch
 from allennlp.common.checks import ConfigurationError

@@ -29,6 +29,7 @@ the small model put the antecedent scorer's first layer and the attention head's
   weights, the weighted sums equal to float rounding.
 ``use_allennlp_paths`` puts allennlp-models' computation back (tests, the benchmark's comparison).
 """
+import types
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -212,7 +213,7 @@ def use_allennlp_paths(model: SizedCoreferenceResolver) -> None:
     """allennlp-models' own computation of the antecedent scores and the attention head, in place (tests, the
     benchmark's comparison)."""
     model._attentive_span_extractor.__class__ = SelfAttentiveSpanExtractor
-    model._compute_coreference_scores = lambda *args: CoreferenceResolver._compute_coreference_scores(model, *args)
+    model._compute_coreference_scores = types.MethodType(CoreferenceResolver._compute_coreference_scores, model)
 
 
 @Seq2SeqEncoder.register("output_dropout")
