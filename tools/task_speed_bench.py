@@ -2,7 +2,7 @@
 bfloat16, with and without the activation cache, interleaved batch by batch in one process (docs/speed.md).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/task_speed_bench.py [--tasks squad,coref,...] [--batches 4]
-        [--warmup 1] [--variants float32,float32+cache,bfloat16,bfloat16+cache,float32-packed]
+        [--warmup 1] [--variants float32,float32+cache,bfloat16,bfloat16+cache,float32-packed,float32-before,...]
         [--profile TASK:VARIANT] [--out F]
 
 Each task: the small profile's config and data (runner/profiles/small.json task_knobs: paths, lambda, layer norm; the
@@ -12,7 +12,8 @@ Each training step is what allennlp's trainer does (tensorise the batch, forward
 backward, the config's gradient norm clip, the optimizer step); the bfloat16 variants run the forward under
 tasks/task_precision.py's autocast and float32 module outputs. The variants take each batch in turn, the first
 rotating, so the machine's drift falls on all; a batch's time is split into data (tensorising), forward, backward and
-step.
+step. For SQuAD and coreference, float32-before and float32+cache-before run the code the small profile ran (before
+the rearrangements of docs/speed.md "SQuAD and coreference training"), and their ratios are against float32-before.
 
 Two stand-ins, as the small profile's artifacts (its biLMs, its word vectors) are not on every machine: the biLM is a
 randomly initialised one of the small profile's shape (runner/profiles/mini_bilm_options.json: 2 x 512 cells, 128
@@ -40,11 +41,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TASKS = ("srl", "snli", "coref", "ner", "sst", "squad")
-VARIANTS = ("float32", "float32+cache", "bfloat16", "bfloat16+cache", "float32-packed")
+VARIANTS = ("float32", "float32+cache", "bfloat16", "bfloat16+cache", "float32-packed", "float32-before",
+            "float32+cache-before")
 # float32-packed: SNLI's and SST-5's LSTMs as their configs have them, allennlp's packed 'lstm'; the other variants of
 # these two tasks swap in unpacked_lstm (tasks/unpacked_rnn.py, the same parameters: _unpack), a change the configs do
 # not make (it would change the small profile's float rounding); elsewhere float32-packed is float32
 PACKED_BEFORE = ("snli", "sst")
+# -before: the computations that docs/speed.md ("SQuAD and coreference training") rearranged put back as they were
+# (coreference: allennlp-models' pair scorer and attention head; SQuAD: torch's own GRU step loop), so that the same
+# run measures the change; the ratios of these two tasks are against float32-before (the live biLM, the code the
+# small profile ran)
+REARRANGED = ("coref", "squad")
 PHASES = ("data", "forward", "backward", "step")
 GLOVE_DIM = {"squad": 300, "snli": 300, "coref": 300, "sst": 300, "srl": 100, "ner": 50}
 
@@ -134,6 +141,18 @@ def _unpack(config):
             _unpack(value)
 
 
+def before(model):
+    """The model's rearranged computations put back as the small profile's runs computed them."""
+    from tasks.coref.model import SizedCoreferenceResolver, use_allennlp_paths
+    from tasks.unpacked_rnn import UnpackedGru
+
+    if isinstance(model, SizedCoreferenceResolver):
+        use_allennlp_paths(model)
+    for module in model.modules():
+        if isinstance(module, UnpackedGru):
+            module.fused_recurrence = False
+
+
 class Variant:
     """One model and optimizer trained the way the trainer trains it, in one precision."""
 
@@ -144,11 +163,11 @@ class Variant:
 
         from tasks.task_precision import float32_at_module_boundaries
 
-        self.name, self.precision = name, name.split("+")[0]
+        self.name, self.precision = name, name.split("+")[0].split("-")[0]
         model_params = copy.deepcopy(params.get("model").as_dict())
         if task in PACKED_BEFORE and name != "float32-packed":
             _unpack(model_params)
-        if name.endswith("+cache"):
+        if "+cache" in name:
             for embedder in model_params["text_field_embedder"]["token_embedders"].values():
                 if embedder.get("type") == "elmo_module":
                     embedder["cache_dir"] = str(cache_dir)
@@ -161,6 +180,8 @@ class Variant:
         self.optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(dict(trainer["optimizer"])))
         if self.precision == "bfloat16":
             float32_at_module_boundaries(self.model)
+        if name.endswith("-before"):
+            before(self.model)
         self.vocab = vocab
         self.times = {phase: [] for phase in PHASES}
 
@@ -204,7 +225,8 @@ def bench_task(task, args, bilm, glove, workdir: Path):
     cache_dir = workdir / f"cache-{task}"
     n_sentences, build_s = (build_cache(batches, knobs, cache_dir) if any("cache" in v for v in args.variants)
                             else (0, 0.0))
-    names = [n for n in args.variants if n != "float32-packed" or task in PACKED_BEFORE]
+    names = [n for n in args.variants if (n != "float32-packed" or task in PACKED_BEFORE)
+             and (not n.endswith("-before") or task in REARRANGED)]
     variants = [Variant(name, params, vocab, cache_dir, task) for name in names]
     profiled = args.profile.split(":") if args.profile else None
     profiler = cProfile.Profile()
@@ -227,7 +249,8 @@ def bench_task(task, args, bilm, glove, workdir: Path):
                                       **{f"{p}_s": round(float(np.mean(v.times[p])), 4) for p in PHASES},
                                       "losses": [round(x, 3) for x in losses[v.name]]}
     # against float32 as the small profile ran it: its own configs (packed LSTMs in SNLI and SST-5), the live biLM
-    result["ratios_against"] = "float32-packed" if "float32-packed" in result["variants"] else "float32"
+    result["ratios_against"] = next((name for name in ("float32-packed", "float32-before")
+                                     if name in result["variants"]), "float32")
     base = result["variants"].get(result["ratios_against"], {}).get("s_per_batch")
     if base:
         result["ratios"] = {name: round(base / r["s_per_batch"], 2) for name, r in result["variants"].items()}
