@@ -74,12 +74,13 @@ def reuters_docs(data: bytes) -> Docs:
 
 
 _ITALIC = re.compile(r"(?<![\w_])_([^_]+?)_(?![\w_])")
+_MARKER = re.compile(r"\[(?:p\.\d+|FN#\d+)\]")  # page markers [p.155] and footnote anchors [FN#24] (one of the books)
 
 
 def gutenberg_paragraphs(data: bytes) -> List[str]:
     """A Project Gutenberg e-text: blank-line-separated blocks, their hard-wrapped lines joined with single spaces,
-    ``_italic_`` underscores removed where they wrap a phrase (SOURCES.md: "hard-wrapped lines joined", "_italic_
-    underscores ... removed")."""
+    page markers removed, ``_italic_`` underscores removed where they wrap a phrase (SOURCES.md: "hard-wrapped lines
+    joined", "_italic_ underscores and {page} markers removed")."""
     blocks, current = [], []
     for line in data.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n").split("\n"):
         if line.strip():
@@ -87,7 +88,8 @@ def gutenberg_paragraphs(data: bytes) -> List[str]:
         elif current:
             blocks.append(current)
             current = []
-    return [_ITALIC.sub(r"\1", " ".join(" ".join(block).split())) for block in blocks + [current] if block]
+    return [_ITALIC.sub(r"\1", " ".join(_MARKER.sub("", " ".join(block)).split()))
+            for block in blocks + [current] if block]
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,7 @@ BOOK = ("\ufeffTitle: A Book\r\n\r\nIt was a _dark_ and\r\nstormy night [p.1] in
 LM_RECIPE = ("source\twikinews\nfile\tlm_corpus/heldout/wikinews.heldout.txt\n736\t2,0-1\n"
              "source\tenwiki2015\nfile\tlm_corpus/enwiki2015_00.txt\n25\t2-3\n12\t0,2\n"
              "source\treuters21578\nfile\tlm_corpus/reuters21578_00.txt\n1\t0-3\n-\t2\n"
-             "source\tgutenberg\nfile\tlm_corpus/gutenberg_00.txt\nc0ffee:data/b.txt\t1:0+31;1:37+14,3\n")
+             "source\tgutenberg\nfile\tlm_corpus/gutenberg_00.txt\nc0ffee:data/b.txt\t1:0+14;1:25+20,3\n")
 
 
 def _lm_origins():
@@ -264,8 +264,8 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
     assert out["lm_corpus/reuters21578_00.txt"].decode().splitlines() == [
         "Showers continued throughout the week <in> the Bahia zone.", "The dry period means late crops.",
         "Arrivals rose.", "Reuter"] and left_out["lm_corpus/reuters21578_00.txt"] == 2
-    # hard-wrapped lines joined, _italic_ underscores removed (not inside 1_st Gent_), a marker cut by its slices
-    assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark and stormy night in 1_st Gent_.\nThe end.\n"
+    # hard-wrapped lines joined, a page marker and _italic_ underscores removed (not inside 1_st Gent_), slices cut
+    assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark night in 1_st Gent_.\nThe end.\n"
 
 
 @pytest.mark.parametrize("recipe, message", [
