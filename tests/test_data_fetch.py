@@ -478,7 +478,7 @@ def test_the_manifest_matches_the_real_data_folder():
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
                                    ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
-                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor"]) == 0
+                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor", "lm_corpus"]) == 0
 
 
 def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):
