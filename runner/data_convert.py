@@ -422,7 +422,7 @@ def convert_semcor(get: Get) -> Dict[str, bytes]:
 def convert_lm_corpus(get: Get) -> Dict[str, bytes]:
     """lm_corpus/*.txt and heldout/*: the documents and paragraphs runner/lm_corpus_recipe.tsv.xz names, in its
     order, from Wikinews, Wikipedia 2015 and 2018, Reuters-21578 and Project Gutenberg (lm_corpus/SOURCES.md)."""
-    return data_lmcorpus.build(get)[0]
+    return data_lmcorpus.build(get)
 
 
 # ---------------------------------------------------------------- the registry

@@ -6,16 +6,13 @@ derived by aligning every line of the reference files with the origins, and hold
 
     source<TAB>NAME                 the origin below whose documents the next rows name
     file<TAB>lm_corpus/PATH         the output file the next rows make, one line per item, in order
-    KEY<TAB>ITEM,ITEM,...           a document of that origin (page id, NEWID, or COMMIT:PATH of a book) and lines:
-        K or A-B                    its paragraph K (0-based, as parsed below), or paragraphs A..B
-        K:S+N;K:S+N...              one line made of slices of its paragraphs (S: the character offset, N: the length):
-                                    the paragraph with page / footnote markers or underscores removed, which
-                                    SOURCES.md's rules drop but not uniformly enough to be written as a rule
-    -<TAB>N                         N lines of the reference the origins do not give (left out; docs/data.md)
+    KEY<TAB>K,A-B,...               a document of that origin (page id, NEWID, or COMMIT:PATH of a book) and the
+                                    paragraphs of it that are the next lines: K (0-based, as parsed below), A..B
 
-Each output file is its lines, each followed by "\\n". The paragraphs of a document are parsed per origin as written in
-each ``*_docs`` function (the documented cleaning: wikiextractor lines stripped, Reuters' wrapped lines re-joined,
-Gutenberg's hard-wrapped lines joined and ``_italic_`` underscores removed).
+Each output file is its lines, each followed by "\n". Every line is a whole paragraph of an origin document, parsed
+per origin as written in each ``*_docs`` function (the documented cleaning: wikiextractor lines stripped, Reuters'
+wrapped lines re-joined, Gutenberg's hard-wrapped lines joined, page markers and ``_italic_`` underscores removed).
+The choice and the order of documents and paragraphs are the recipe's (SOURCES.md's sampling and filters).
 """
 import html
 import json
@@ -74,13 +71,13 @@ def reuters_docs(data: bytes) -> Docs:
 
 
 _ITALIC = re.compile(r"(?<![\w_])_([^_]+?)_(?![\w_])")
-_MARKER = re.compile(r"\[(?:p\.\d+|FN#\d+)\]")  # page markers [p.155] and footnote anchors [FN#24] (one of the books)
+_MARKER = re.compile(r"\[(?:p\.\d+|FN#\d+)\]|\{\d+\}")  # page markers [p.155], {12}; footnote anchors [FN#24]
 
 
 def gutenberg_paragraphs(data: bytes) -> List[str]:
     """A Project Gutenberg e-text: blank-line-separated blocks, their hard-wrapped lines joined with single spaces,
-    page markers removed, ``_italic_`` underscores removed where they wrap a phrase (SOURCES.md: "hard-wrapped lines
-    joined", "_italic_ underscores and {page} markers removed")."""
+    page markers removed, ``_italic_`` underscores removed where they wrap a phrase, spaces they leave collapsed
+    (SOURCES.md: "hard-wrapped lines joined", "_italic_ underscores and {page} markers removed")."""
     blocks, current = [], []
     for line in data.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n").split("\n"):
         if line.strip():
@@ -88,7 +85,7 @@ def gutenberg_paragraphs(data: bytes) -> List[str]:
         elif current:
             blocks.append(current)
             current = []
-    return [_ITALIC.sub(r"\1", " ".join(_MARKER.sub("", " ".join(block)).split()))
+    return [" ".join(_ITALIC.sub(r"\1", " ".join(_MARKER.sub("", " ".join(block)).split())).split())
             for block in blocks + [current] if block]
 
 
@@ -142,18 +139,11 @@ def read_recipe(text: str):
 def _lines(paragraphs: List[str], items: str, where: str) -> List[str]:
     out = []
     for item in items.split(","):
-        try:
-            if ":" in item:
-                out.append("".join(paragraphs[int(k)][int(s):int(s) + int(n)] for k, _, rest in
-                                   (piece.partition(":") for piece in item.split(";"))
-                                   for s, _, n in [rest.partition("+")]))
-            else:
-                a, _, b = item.partition("-")
-                out += paragraphs[int(a):int(b or a) + 1] if int(b or a) < len(paragraphs) else [None]
-        except (ValueError, IndexError):
-            out.append(None)
-        if out and out[-1] is None:
-            raise ValueError(f"{where}: item {item!r} is not in the document ({len(paragraphs)} paragraphs)")
+        a, _, b = item.partition("-")
+        if not (a.isdigit() and (b or a).isdigit() and int(a) <= int(b or a) < len(paragraphs)):
+            raise ValueError(f"{where}: item {item!r} is not a paragraph or range of the document ({len(paragraphs)} "
+                             f"paragraphs)")
+        out += paragraphs[int(a):int(b or a) + 1]
     return out
 
 
@@ -162,12 +152,12 @@ def origin_of(source: str, key: str) -> Optional[str]:
     return f"{SOURCES[source].repo}@{key}" if not SOURCES[source].files else None
 
 
-def build(get, recipe_text: Optional[str] = None) -> Tuple[Dict[str, bytes], Dict[str, int]]:
-    """({output path: bytes}, {output path: lines the origins do not give}) following the recipe."""
+def build(get, recipe_text: Optional[str] = None) -> Dict[str, bytes]:
+    """{output path: bytes} following the recipe."""
     plan = read_recipe(recipe_text if recipe_text is not None else lzma.decompress(RECIPE.read_bytes()).decode())
     wanted: Dict[str, set] = {}
     for source, _, rows in plan:
-        wanted.setdefault(source, set()).update(key for key, _, _ in rows if key != "-")
+        wanted.setdefault(source, set()).update(key for key, _, _ in rows)
     docs: Dict[Tuple[str, str], List[str]] = {}
     for source, keys in wanted.items():
         spec = SOURCES[source]
@@ -179,16 +169,12 @@ def build(get, recipe_text: Optional[str] = None) -> Tuple[Dict[str, bytes], Dic
         else:
             for key in sorted(keys):
                 docs[(source, key)] = spec.docs(get(origin_of(source, key)))[""]
-    out, left_out = {}, {}
+    out = {}
     for source, path, rows in plan:
-        lines, missing = [], 0
+        lines = []
         for key, items, n in rows:
-            if key == "-":
-                missing += int(items)
-                continue
             if (source, key) not in docs:
                 raise ValueError(f"{RECIPE.name}:{n}: document {key!r} is not in {source}'s origin files")
             lines += _lines(docs[(source, key)], items, f"{RECIPE.name}:{n}")
         out[path] = "".join(line + "\n" for line in lines).encode("utf-8")
-        left_out[path] = missing
-    return out, left_out
+    return out

@@ -234,12 +234,12 @@ WIKI = ('<doc id="12" url="?curid=12" title="Anarchism">\nAnarchism\n\nAnarchism
 REUTERS = ('<REUTERS TOPICS="YES" NEWID="1">\n<TEXT>&#2;\n<BODY>Showers continued throughout\nthe week &lt;in> the\n'
            'Bahia zone.\n    The dry  period means\nlate crops.\n &#127;  Arrivals rose.\n Reuter\n&#3;</BODY></TEXT>\n'
            '</REUTERS>\n<REUTERS NEWID="2">\n<TEXT>no body</TEXT>\n</REUTERS>\n')
-BOOK = ("\ufeffTitle: A Book\r\n\r\nIt was a _dark_ and\r\nstormy night [p.1] in 1_st Gent_.\r\n  \r\n"
-        "CHAPTER I\r\n\r\nThe end.\r\n")
+BOOK = ("\ufeffTitle: A Book\r\n\r\nIt was a _dark_ and\r\nstormy night [p.1] in {12} 1_st Gent_.\r\n  \r\n"
+        "CHAPTER I\r\n\r\nThe end.\r\n\r\n_   19 Notes on it_, etc.\r\n")
 LM_RECIPE = ("source\twikinews\nfile\tlm_corpus/heldout/wikinews.heldout.txt\n736\t2,0-1\n"
              "source\tenwiki2015\nfile\tlm_corpus/enwiki2015_00.txt\n25\t2-3\n12\t0,2\n"
-             "source\treuters21578\nfile\tlm_corpus/reuters21578_00.txt\n1\t0-3\n-\t2\n"
-             "source\tgutenberg\nfile\tlm_corpus/gutenberg_00.txt\nc0ffee:data/b.txt\t1:0+14;1:25+20,3\n")
+             "source\treuters21578\nfile\tlm_corpus/reuters21578_00.txt\n1\t0-3\n"
+             "source\tgutenberg\nfile\tlm_corpus/gutenberg_00.txt\nc0ffee:data/b.txt\t1,3-4\n")
 
 
 def _lm_origins():
@@ -254,7 +254,7 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
     from runner import data_lmcorpus
 
     files = _lm_origins()
-    out, left_out = data_lmcorpus.build(lambda origin: files.get(origin, "").encode("latin-1" if "reut" in origin
+    out = data_lmcorpus.build(lambda origin: files.get(origin, "").encode("latin-1" if "reut" in origin
                                                                                   else "utf-8"), LM_RECIPE)
     assert out["lm_corpus/heldout/wikinews.heldout.txt"] == \
         b"Third.\nFirst news paragraph here.\nSecond one, stripped.\n"
@@ -263,9 +263,10 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
     # wrapped lines re-joined, a paragraph at each indented line, &#N; dropped, entities decoded
     assert out["lm_corpus/reuters21578_00.txt"].decode().splitlines() == [
         "Showers continued throughout the week <in> the Bahia zone.", "The dry period means late crops.",
-        "Arrivals rose.", "Reuter"] and left_out["lm_corpus/reuters21578_00.txt"] == 2
-    # hard-wrapped lines joined, a page marker and _italic_ underscores removed (not inside 1_st Gent_), slices cut
-    assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark night in 1_st Gent_.\nThe end.\n"
+        "Arrivals rose.", "Reuter"]
+    # hard-wrapped lines joined, page markers and _italic_ underscores removed (not inside 1_st Gent_)
+    assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark and stormy night in 1_st Gent_.\nThe end.\n" \
+                                                   b"19 Notes on it, etc.\n"  # the spaces an underscore leaves: collapsed
 
 
 @pytest.mark.parametrize("recipe, message", [
@@ -273,8 +274,8 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
     ("source\twikinews\n736\t0\n", "lm_corpus_recipe.tsv.xz:2: a document row before any file line"),
     ("source\twikinews\nfile\tlm_corpus/x.txt\n999\t0\n", "lm_corpus_recipe.tsv.xz:3: document '999' is not in "
                                                           "wikinews's origin files"),
-    ("source\twikinews\nfile\tlm_corpus/x.txt\n736\t0-7\n", "lm_corpus_recipe.tsv.xz:3: item '0-7' is not in the "
-                                                            "document (3 paragraphs)"),
+    ("source\twikinews\nfile\tlm_corpus/x.txt\n736\t0-7\n", "lm_corpus_recipe.tsv.xz:3: item '0-7' is not a "
+                                                            "paragraph or range of the document (3 paragraphs)"),
     ("source\twikinews\nfile\n", "lm_corpus_recipe.tsv.xz:2: expected two tab-separated fields")])
 def test_a_bad_lm_corpus_recipe_line_is_named_in_one_line(recipe, message):
     from runner import data_lmcorpus
@@ -385,7 +386,7 @@ def test_fetch_makes_lm_corpus_from_its_origins_over_loopback(tmp_path, monkeypa
     sources = {name: dataclasses.replace(spec, files=tuple(f.split(":", 1)[1] for f in files if f.startswith(
         spec.repo + ":"))) for name, spec in data_lmcorpus.SOURCES.items()}
     monkeypatch.setattr(data_lmcorpus, "SOURCES", sources)
-    recipe = LM_RECIPE.replace("-\t2\n", "")  # every line given by the origins
+    recipe = LM_RECIPE
     monkeypatch.setattr(data_lmcorpus, "RECIPE", tmp_path / "recipe.tsv.xz")
     data_lmcorpus.RECIPE.write_bytes(lzma.compress(recipe.encode()))
     site = tmp_path / "site"
@@ -394,7 +395,7 @@ def test_fetch_makes_lm_corpus_from_its_origins_over_loopback(tmp_path, monkeypa
         target = site / repo / rest.replace(":", "/", 1)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(text.encode("latin-1" if "reut" in origin else "utf-8"))
-    made, _ = data_lmcorpus.build(lambda origin: (site / origin.replace("@", "/", 1).replace(":", "/", 1)).read_bytes())
+    made = data_lmcorpus.build(lambda origin: (site / origin.replace("@", "/", 1).replace(":", "/", 1)).read_bytes())
     manifest = tmp_path / "manifest.tsv"
     manifest.write_text("".join(f"{rel}\t{len(b)}\t{_sha(b)}\tstand-in\n" for rel, b in made.items()))
     monkeypatch.setattr(data, "MANIFEST", manifest)
