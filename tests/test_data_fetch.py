@@ -448,6 +448,18 @@ def test_data_dir_moves_the_data_but_not_the_run_ids(monkeypatch, tmp_path):
     assert all(r.knob_dict["TRAIN_PATH"].startswith(str(tmp_path / "elsewhere") + "/") for r in there.values())
 
 
+@pytest.mark.parametrize("name, runs", [("cache_benchmark", 4), ("cache_size", 20), ("recheck_py312", 1)])
+def test_the_other_real_data_profiles_read_data_dir_with_the_same_run_ids(name, runs, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATA_DIR", raising=False)
+    monkeypatch.setenv("BILM_DIR", "/bilm")  # cache_benchmark's weights
+    here = _planned_ids(name)
+    assert len(here) == runs and all(r.knob_dict["TRAIN_PATH"].startswith("../shared/data/") for r in here.values())
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    there = _planned_ids(name)
+    assert set(there) == set(here)
+    assert all(r.knob_dict["TRAIN_PATH"].startswith(f"{tmp_path}/") for r in there.values())
+
+
 def test_probe_run_ids_do_not_depend_on_data_dir(monkeypatch, tmp_path):
     from runner.probe_runs import plan_probes
     from runner.spec import load_profile, load_sweeps
