@@ -294,6 +294,18 @@ def test_the_committed_recipe_names_every_corpus_file_of_the_manifest():
     assert data_lmcorpus.RECIPE.stat().st_size < 1_000_000  # metadata only: ids and offsets, never the text
 
 
+def test_the_recipe_tool_finds_each_line_as_a_paragraph_and_follows_a_document():
+    from tools.lm_corpus_recipe import align, ranges
+
+    docs = [("7", ["Title", "A b c.", "Same.", "D e f."]), ("9", ["Same.", "G h.", "I j."])]
+    lines = ["G h.", "A b c.", "D e f.", "Same.", "I j."]  # "Same." in both: 9 covers the longer run from there
+    rows = align(docs, lines)
+    assert [(docs[d][0], ranges(ks)) for d, ks in rows] == [("9", "1"), ("7", "1,3"), ("9", "0,2")]
+    assert [docs[d][1][k] for d, ks in rows for k in ks] == lines
+    with pytest.raises(ValueError, match="line 2 .* is in no origin document"):
+        align(docs, ["A b c.", "not there"])
+
+
 # ---------------------------------------------------------------- the download step, over loopback
 
 class _Server:
