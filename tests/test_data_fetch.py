@@ -225,7 +225,7 @@ def test_a_broken_manifest_line_is_named_in_one_line(tmp_path):
         data.read_manifest(bad)
 
 
-# ---------------------------------------------------------------- lm_corpus: its recipe on stand-ins of the five origins
+# ---------------------------------------------------------------- lm_corpus: its recipe on the origins' stand-ins
 
 WIKINEWS = "".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in (
     ("3", "Main Page", "skip"), ("736", "A", "First news paragraph here.\n Second one, stripped. \nThird.")))
@@ -245,7 +245,8 @@ LM_RECIPE = ("source\twikinews\nfile\tlm_corpus/heldout/wikinews.heldout.txt\n73
 def _lm_origins():
     from runner.data_lmcorpus import SOURCES
 
-    return {f"{SOURCES['wikinews'].repo}:text/AA/wiki_07": WIKINEWS, f"{SOURCES['enwiki2015'].repo}:text/AC/wiki_99": WIKI,
+    return {f"{SOURCES['wikinews'].repo}:text/AA/wiki_07": WIKINEWS,
+            f"{SOURCES['enwiki2015'].repo}:text/AC/wiki_99": WIKI,
             f"{SOURCES['reuters21578'].repo}:data/reut2-021.sgm": REUTERS,
             f"{SOURCES['gutenberg'].repo}@c0ffee:data/b.txt": BOOK}
 
@@ -266,7 +267,7 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
         "Arrivals rose.", "Reuter"]
     # hard-wrapped lines joined, page markers and _italic_ underscores removed (not inside 1_st Gent_)
     assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark and stormy night in 1_st Gent_.\nThe end.\n" \
-                                                   b"19 Notes on it, etc.\n"  # the spaces an underscore leaves: collapsed
+                                                   b"19 Notes on it, etc.\n"  # the spaces '_' leaves: collapsed
 
 
 @pytest.mark.parametrize("recipe, message", [

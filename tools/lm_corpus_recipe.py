@@ -3,7 +3,7 @@ origins (runner/data_lmcorpus.py parses them) and writes which document and para
 numbers only, never text. Needs the reference corpus (only the suite's builders have it) and git snapshots of the
 origins (``DIR/OWNER+REPO/repo``, as ``python -m runner.data verify-conversions`` reads them):
 
-    python -m tools.lm_corpus_recipe --corpus ../shared/data/lm_corpus --origins DIR [--out runner/lm_corpus_recipe.tsv.xz]
+    python -m tools.lm_corpus_recipe --corpus ../shared/data/lm_corpus --origins DIR [--out FILE]
 
 A line found in no origin document is named in one line and the recipe is not written (docs/data.md: none is).
 """
