@@ -14,6 +14,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
+from runner import data_lmcorpus
+
 Get = Callable[[str], bytes]
 
 
@@ -415,6 +417,14 @@ def convert_semcor(get: Get) -> Dict[str, bytes]:
                                 ("dropped.tsv", dropped))}
 
 
+# ---------------------------------------------------------------- the LM corpus: its recipe (runner/data_lmcorpus.py)
+
+def convert_lm_corpus(get: Get) -> Dict[str, bytes]:
+    """lm_corpus/*.txt and heldout/*: the documents and paragraphs runner/lm_corpus_recipe.tsv.xz names, in its
+    order, from Wikinews, Wikipedia 2015 and 2018, Reuters-21578 and Project Gutenberg (lm_corpus/SOURCES.md)."""
+    return data_lmcorpus.build(get)
+
+
 # ---------------------------------------------------------------- the registry
 
 _CC_BY_SA_4 = "CC BY-SA 4.0"
@@ -440,7 +450,5 @@ DATASETS = {d.unit: d for d in (
     Dataset("litbank_coref", "LitBank (Bamman et al. 2019, 2020), CC BY 4.0", (
         *(f"{FOLDS}{s}.ids" for s in ("train", "dev", "test")), LITBANK + "*.conll"), convert_litbank),
     Dataset("lm_corpus", "Wikinews CC BY 2.5; Wikipedia CC BY-SA 3.0; Reuters-21578 research use only; Project "
-            "Gutenberg texts public domain in the USA", (), None,
-            "its documents were sampled and filtered by rules lm_corpus/SOURCES.md gives only in outline (which "
-            "~7.6k of ~26k 2015 articles, which 76 of 111 books): not reproducible from the origins alone"),
+            "Gutenberg texts public domain in the USA", data_lmcorpus.ORIGINS, convert_lm_corpus),
 )}

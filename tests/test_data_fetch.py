@@ -1,12 +1,14 @@
 """runner/data.py and runner/data_convert.py: each conversion on a small stand-in in its origin's format (written here),
 the download step against a file server on 127.0.0.1, the sha256 check refusing a changed file, resuming, and the
 profiles' DATA_DIR root that keeps the archived runs' ids. No network."""
+import dataclasses
 import functools
 import hashlib
 import http.server
 import io
 import json
 import os
+import re
 import tarfile
 import threading
 import zipfile
@@ -223,6 +225,88 @@ def test_a_broken_manifest_line_is_named_in_one_line(tmp_path):
         data.read_manifest(bad)
 
 
+# ---------------------------------------------------------------- lm_corpus: its recipe on the origins' stand-ins
+
+WIKINEWS = "".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in (
+    ("3", "Main Page", "skip"), ("736", "A", "First news paragraph here.\n Second one, stripped. \nThird.")))
+WIKI = ('<doc id="12" url="?curid=12" title="Anarchism">\nAnarchism\n\nAnarchism is a philosophy.\n</doc>\n'
+        '<doc id="25" url="?curid=25" title="Autism">\nAutism\n\nAutism is a condition.\nMore on it.\n</doc>\n')
+REUTERS = ('<REUTERS TOPICS="YES" NEWID="1">\n<TEXT>&#2;\n<BODY>Showers continued throughout\nthe week &lt;in> the\n'
+           'Bahia zone.\n    The dry  period means\nlate crops.\n &#127;  Arrivals rose.\n Reuter\n&#3;</BODY></TEXT>\n'
+           '</REUTERS>\n<REUTERS NEWID="2">\n<TEXT>no body</TEXT>\n</REUTERS>\n')
+BOOK = ("\ufeffTitle: A Book\r\n\r\nIt was a _dark_ and\r\nstormy night [p.1] in {12} 1_st Gent_.\r\n  \r\n"
+        "CHAPTER I\r\n\r\nThe end.\r\n\r\n_   19 Notes on it_, etc.\r\n")
+LM_RECIPE = ("source\twikinews\nfile\tlm_corpus/heldout/wikinews.heldout.txt\n736\t2,0-1\n"
+             "source\tenwiki2015\nfile\tlm_corpus/enwiki2015_00.txt\n25\t2-3\n12\t0,2\n"
+             "source\treuters21578\nfile\tlm_corpus/reuters21578_00.txt\n1\t0-3\n"
+             "source\tgutenberg\nfile\tlm_corpus/gutenberg_00.txt\nc0ffee:data/b.txt\t1,3-4\n")
+
+
+def _lm_origins():
+    from runner.data_lmcorpus import SOURCES
+
+    return {f"{SOURCES['wikinews'].repo}:text/AA/wiki_07": WIKINEWS,
+            f"{SOURCES['enwiki2015'].repo}:text/AC/wiki_99": WIKI,
+            f"{SOURCES['reuters21578'].repo}:data/reut2-021.sgm": REUTERS,
+            f"{SOURCES['gutenberg'].repo}@c0ffee:data/b.txt": BOOK}
+
+
+def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
+    from runner import data_lmcorpus
+
+    files = _lm_origins()
+    out = data_lmcorpus.build(lambda origin: files.get(origin, "").encode("latin-1" if "reut" in origin
+                                                                                  else "utf-8"), LM_RECIPE)
+    assert out["lm_corpus/heldout/wikinews.heldout.txt"] == \
+        b"Third.\nFirst news paragraph here.\nSecond one, stripped.\n"
+    assert out["lm_corpus/enwiki2015_00.txt"] == b"Autism is a condition.\nMore on it.\nAnarchism\nAnarchism is a " \
+                                                 b"philosophy.\n"
+    # wrapped lines re-joined, a paragraph at each indented line, &#N; dropped, entities decoded
+    assert out["lm_corpus/reuters21578_00.txt"].decode().splitlines() == [
+        "Showers continued throughout the week <in> the Bahia zone.", "The dry period means late crops.",
+        "Arrivals rose.", "Reuter"]
+    # hard-wrapped lines joined, page markers and _italic_ underscores removed (not inside 1_st Gent_)
+    assert out["lm_corpus/gutenberg_00.txt"] == b"It was a dark and stormy night in 1_st Gent_.\nThe end.\n" \
+                                                   b"19 Notes on it, etc.\n"  # the spaces '_' leaves: collapsed
+
+
+@pytest.mark.parametrize("recipe, message", [
+    ("source\tnowhere\n", "lm_corpus_recipe.tsv.xz:1: unknown source 'nowhere'"),
+    ("source\twikinews\n736\t0\n", "lm_corpus_recipe.tsv.xz:2: a document row before any file line"),
+    ("source\twikinews\nfile\tlm_corpus/x.txt\n999\t0\n", "lm_corpus_recipe.tsv.xz:3: document '999' is not in "
+                                                          "wikinews's origin files"),
+    ("source\twikinews\nfile\tlm_corpus/x.txt\n736\t0-7\n", "lm_corpus_recipe.tsv.xz:3: item '0-7' is not a "
+                                                            "paragraph or range of the document (3 paragraphs)"),
+    ("source\twikinews\nfile\n", "lm_corpus_recipe.tsv.xz:2: expected two tab-separated fields")])
+def test_a_bad_lm_corpus_recipe_line_is_named_in_one_line(recipe, message):
+    from runner import data_lmcorpus
+
+    files = _lm_origins()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        data_lmcorpus.build(lambda origin: files.get(origin, "").encode(), recipe)
+
+
+def test_the_committed_recipe_names_every_corpus_file_of_the_manifest():
+    from runner import data_lmcorpus
+    import lzma
+
+    plan = data_lmcorpus.read_recipe(lzma.decompress(data_lmcorpus.RECIPE.read_bytes()).decode())
+    assert {path for _, path, _ in plan} == {rel for rel in data.read_manifest() if rel.startswith("lm_corpus/")}
+    assert data_lmcorpus.RECIPE.stat().st_size < 1_000_000  # metadata only: ids and offsets, never the text
+
+
+def test_the_recipe_tool_finds_each_line_as_a_paragraph_and_follows_a_document():
+    from tools.lm_corpus_recipe import align, ranges
+
+    docs = [("7", ["Title", "A b c.", "Same.", "D e f."]), ("9", ["Same.", "G h.", "I j."])]
+    lines = ["G h.", "A b c.", "D e f.", "Same.", "I j."]  # "Same." in both: 9 covers the longer run from there
+    rows = align(docs, lines)
+    assert [(docs[d][0], ranges(ks)) for d, ks in rows] == [("9", "1"), ("7", "1,3"), ("9", "0,2")]
+    assert [docs[d][1][k] for d, ks in rows for k in ks] == lines
+    with pytest.raises(ValueError, match="line 2 .* is in no origin document"):
+        align(docs, ["A b c.", "not there"])
+
+
 # ---------------------------------------------------------------- the download step, over loopback
 
 class _Server:
@@ -307,6 +391,42 @@ def test_a_download_that_fails_is_one_line_and_nothing_is_written(snli_site, tmp
     assert not (into / "snli_small").exists() and not list(into.rglob("*.part"))
 
 
+def test_fetch_makes_lm_corpus_from_its_origins_over_loopback(tmp_path, monkeypatch, capsys):
+    import lzma
+    from runner import data_lmcorpus
+
+    files = _lm_origins()
+    sources = {name: dataclasses.replace(spec, files=tuple(f.split(":", 1)[1] for f in files if f.startswith(
+        spec.repo + ":"))) for name, spec in data_lmcorpus.SOURCES.items()}
+    monkeypatch.setattr(data_lmcorpus, "SOURCES", sources)
+    recipe = LM_RECIPE
+    monkeypatch.setattr(data_lmcorpus, "RECIPE", tmp_path / "recipe.tsv.xz")
+    data_lmcorpus.RECIPE.write_bytes(lzma.compress(recipe.encode()))
+    site = tmp_path / "site"
+    for origin, text in files.items():
+        repo, _, rest = origin.partition("@")
+        target = site / repo / rest.replace(":", "/", 1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(text.encode("latin-1" if "reut" in origin else "utf-8"))
+    made = data_lmcorpus.build(lambda origin: (site / origin.replace("@", "/", 1).replace(":", "/", 1)).read_bytes())
+    manifest = tmp_path / "manifest.tsv"
+    manifest.write_text("".join(f"{rel}\t{len(b)}\t{_sha(b)}\tstand-in\n" for rel, b in made.items()))
+    monkeypatch.setattr(data, "MANIFEST", manifest)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"tasks": ["snli"], "sweeps": ["table1"],
+                                   "knobs": {"TRAIN_PATH": "${DATA_DIR}/lm_corpus/wikinews_00.txt"}}))
+    server = _Server(site)
+    try:
+        into = tmp_path / "data"
+        assert data.fetch(str(profile), into, server.url) == 0
+        assert len(server.paths) == 4  # one file of each origin in this stand-in
+        for rel, body in made.items():
+            assert (into / rel).read_bytes() == body
+        assert "lm_corpus: 4 files written and verified" in capsys.readouterr().out
+    finally:
+        server.close()
+
+
 def test_a_pinned_url_origin_is_checked_before_use(tmp_path):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "x.deb").write_bytes(b"other bytes")
@@ -341,6 +461,18 @@ def test_data_dir_moves_the_data_but_not_the_run_ids(monkeypatch, tmp_path):
     assert all(r.knob_dict["TRAIN_PATH"].startswith(str(tmp_path / "elsewhere") + "/") for r in there.values())
 
 
+@pytest.mark.parametrize("name, runs", [("cache_benchmark", 4), ("cache_size", 20), ("recheck_py312", 1)])
+def test_the_other_real_data_profiles_read_data_dir_with_the_same_run_ids(name, runs, monkeypatch, tmp_path):
+    monkeypatch.delenv("DATA_DIR", raising=False)
+    monkeypatch.setenv("BILM_DIR", "/bilm")  # cache_benchmark's weights
+    here = _planned_ids(name)
+    assert len(here) == runs and all(r.knob_dict["TRAIN_PATH"].startswith("../shared/data/") for r in here.values())
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    there = _planned_ids(name)
+    assert set(there) == set(here)
+    assert all(r.knob_dict["TRAIN_PATH"].startswith(f"{tmp_path}/") for r in there.values())
+
+
 def test_probe_run_ids_do_not_depend_on_data_dir(monkeypatch, tmp_path):
     from runner.probe_runs import plan_probes
     from runner.spec import load_profile, load_sweeps
@@ -372,7 +504,7 @@ def test_the_manifest_matches_the_real_data_folder():
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
                                    ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
-                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor"]) == 0
+                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor", "lm_corpus"]) == 0
 
 
 def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):
