@@ -78,7 +78,7 @@ def test_device_plan_on_fake_gpus(monkeypatch):
     import torch
 
     import elmo_module.device as device
-    from runner.__main__ import device_plan
+    from runner.plan import device_plan
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(device, "cuda_problem", lambda index=0: None)
@@ -99,7 +99,7 @@ def test_device_plan_on_fake_gpus(monkeypatch):
 
 
 def test_ray_runs_see_cuda_device_0():
-    from runner.__main__ import job_for
+    from runner.jobs import job_for
 
     class Run:
         task, run_id, cache_key, uses_elmo = "ner", "x", "k", False

@@ -410,7 +410,7 @@ def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(b
 
 
 def test_progress_lines_round_the_metrics():
-    from runner.__main__ import _rounded
+    from runner.jobs import _rounded
 
     assert _rounded(0.30999999999999994) == "0.31" and _rounded(0.8765432) == "0.8765" and _rounded(None) is None
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 import runner.__main__ as runner_main
+import runner.jobs as jobs
+import runner.plan as plan_module
 import runner.execute as execute
 from runner.execute import child_pythonpath
 from tasks.knobs import knob_problems
@@ -597,9 +599,9 @@ def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
     from argparse import Namespace
     from dataclasses import replace
 
-    plan = runner_main.make_plan(runner_main.parse_args(["--profile", "small"]))
+    plan = plan_module.make_plan(runner_main.parse_args(["--profile", "small"]))
     plan = replace(plan, profile={**plan.profile, "run_order": run_order})
-    runs = runner_main.wanted_runs(plan, Namespace(baselines_only=False))
+    runs = plan_module.wanted_runs(plan, Namespace(baselines_only=False))
     assert len(runs) == len(set(runs)) == 125
     first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
     if run_order == "sweeps":
@@ -620,7 +622,7 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         run, sweep = Run, "table1"
 
     def wandb(*argv):
-        return runner_main.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
+        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
             "extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")
