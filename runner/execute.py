@@ -85,6 +85,20 @@ def write_json(path: Path, data) -> None:
         raise
 
 
+def write_atomic(path: Path, data) -> None:
+    """Text or bytes written to a temporary sibling, then renamed over `path` (the tables, reports and claims)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary left behind
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
     """(result, None) for a complete result.json; (None, what is wrong) for an empty or truncated one (a disk that
     filled up, a copy that was cut short): such a run counts as unfinished; (None, None) when there is none."""

@@ -28,7 +28,7 @@ BUNDLED_BILM = {"ELMO_OPTIONS": "elmo_module/bundled/tiny_options.json",
 def bundled_data(task: str) -> Dict[str, str]:
     """What an empty TRAIN/DEV/TEST_PATH knob reads: the task's bundled sample, as its config names it (evaluated
     with the default knobs; '' where the config has no such split, as SQuAD's test)."""
-    from runner.preflight import task_config
+    from runner.task_setup import task_config
     from tasks.knobs import KNOBS
 
     config = task_config(task, dict(KNOBS))

@@ -52,7 +52,8 @@ def build_tables(plan, args, argv, started: float) -> int:
     report = None
     if profile.get("bilm"):
         from runner.bilm import bilm_markdown, bilm_report
-        from runner.results import provenance_lines, write_atomic
+        from runner.execute import write_atomic
+        from runner.results import provenance_lines
 
         report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
         results_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +65,8 @@ def build_tables(plan, args, argv, started: float) -> int:
         write_report(profile, results_dir, provenance_lines(provenance))
     build_results(plan.sweeps, result_cells, paper, results_dir, provenance, {"bilm": report} if report else None)
     if profile.get("archive_runs") and runs:  # a profile made over many sessions says what its runs cost
-        from runner.results import cost_markdown, provenance_lines, write_atomic
+        from runner.execute import write_atomic
+        from runner.results import cost_markdown, provenance_lines
 
         write_atomic(results_dir / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),
                                                             provenance_lines(provenance), profile.get("tasks")))
