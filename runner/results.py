@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
+from runner.evidence import percent  # noqa: E402
 from runner.execute import load_result, repo_relative, write_atomic  # noqa: E402
 from runner.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
@@ -103,6 +104,11 @@ def aggregate(cells: list, split: str) -> dict:
 
 def _mean_std(mean: float, std: Optional[float], decimals: int) -> str:
     return f"{mean:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
+
+
+def metric_text(task: str, value: float) -> str:
+    """One run's metric as its task's tables show it (the runner's progress lines): in %, with DECIMALS."""
+    return _mean_std(percent(value), None, DECIMALS.get(task, 1))
 
 
 def paired_difference(column: dict, baseline: dict) -> Optional[dict]:
