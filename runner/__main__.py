@@ -5,14 +5,13 @@ and the sweep goes on. ``--build-only`` rebuilds the tables and figures from the
 running trainings and starts no more (exit 130), and so does SIGTERM (exit 143), even when the runner was started in
 the background by a script (which leaves SIGINT ignored); one runner at a time works in a runs directory and in a
 results directory (locks).
-
-This file is the command line only: what an invocation does, step by step, is runner/sweep.py.
 """
 import argparse
 import os
 import sys
 
 from runner.spec import REPO
+from runner.sweep import run  # what an invocation does, step by step: this file is the command line only
 
 
 def parse_args(argv=None):
@@ -62,8 +61,6 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    from runner.sweep import run
-
     return run(parse_args(argv), argv)
 
 
