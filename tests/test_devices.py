@@ -106,7 +106,7 @@ def test_ray_runs_see_cuda_device_0():
         knob_dict = {"ELMO": "none", "ELMO_MIX": "weighted", "ELMO_LAMBDA": "0", "TRAIN_FRACTION": "1", "SEED": "1"}
 
     class Cell:
-        run, sweep = Run, "table1"
+        run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     job = job_for(Run, "d", {}, {"name": "t"}, [Cell], plan_args("--executor", "ray", "--gpus-per-run", "0.5"))
     assert job["extra_env"]["CUDA_DEVICE"] == "0"

@@ -634,7 +634,7 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         knob_dict = {"ELMO": "none", "ELMO_MIX": "weighted", "ELMO_LAMBDA": "0", "TRAIN_FRACTION": "1", "SEED": "1"}
 
     class Cell:
-        run, sweep = Run, "table1"
+        run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     def wandb(*argv):
         return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
