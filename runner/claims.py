@@ -532,7 +532,7 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
                  probe_results: Dict[str, Optional[dict]], profile_file: Optional[str] = None) -> List[dict]:
     """Writes claims.md and claims.json; returns the claims. ``profile_file`` (repository-relative): the line saying
     when the profile was committed against when its first run started (``declaration``)."""
-    from runner.results import write_atomic
+    from runner.execute import write_atomic
     from runner.verdicts import review
 
     split_of = {s["name"]: s.get("split") for s in sweeps if s.get("split") in ("dev", "test")}

@@ -9,7 +9,7 @@ epoch; else the same task and baseline or ELMo; else the same task. A task witho
 and the estimate says so.
 """
 import statistics
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from runner.spec import epoch_cap
 
@@ -51,9 +51,8 @@ class Estimator:
                 return per_epoch * max(epochs - done, 1)
         return None
 
-    def describe(self, todo: Iterable[Tuple[str, dict, int]], parallel: int) -> str:
-        """One line: the estimated training time of `todo` (task, knobs, epochs done) and its wall time at `parallel`
-        runs at a time."""
+    def cost(self, todo: Iterable[Tuple[str, dict, int]]) -> Tuple[float, Dict[str, int]]:
+        """(the estimated training seconds of `todo` (task, knobs, epochs done), {task: runs not estimated})."""
         known, unknown = 0.0, {}
         for task, knobs, done in todo:
             s = self.seconds(task, knobs, done)
@@ -61,9 +60,32 @@ class Estimator:
                 unknown[task] = unknown.get(task, 0) + 1
             else:
                 known += s
-        line = (f"~{known / 3600:.1f} h of runs, ~{known / 3600 / max(parallel, 1):.1f} h of wall time at "
-                f"{parallel} at a time (from the finished runs' own times)")
+        return known, unknown
+
+    def describe(self, todo: Iterable[Tuple[str, dict, int]], parallel: int) -> str:
+        """One line: the estimated training time of `todo` (task, knobs, epochs done) and its wall time at `parallel`
+        runs at a time, and the tasks it could not estimate (none estimated: only those, no "~0.0 h")."""
+        known, unknown = self.cost(todo)
+        parts = [f"about {duration(known)} of runs, about {duration(known / max(parallel, 1))} of wall time at "
+                 f"{parallel} at a time (from the finished runs' own times)"] if known or not unknown else []
         if unknown:
-            line += "; not estimated, no finished run of their task yet: " + ", ".join(
-                f"{task} x{n}" for task, n in sorted(unknown.items()))
-        return line
+            parts.append("not estimated, no finished run of their task yet: " + ", ".join(
+                f"{task} x{n}" for task, n in sorted(unknown.items())))
+        return "; ".join(parts)
+
+    def left(self, todo: Iterable[Tuple[str, dict, int]], parallel: int) -> str:
+        """The wall time left for a progress line: "about 4 min left", "over 4 min left" when some runs of `todo`
+        could not be estimated (their tasks are named once, by describe), "" when none could."""
+        known, unknown = self.cost(todo)
+        if not known:
+            return ""
+        return f"{'over' if unknown else 'about'} {duration(known / max(parallel, 1))} left"
+
+
+def duration(seconds: float) -> str:
+    """A wall time as a person reads it: "31 s", "12 min", "2.3 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

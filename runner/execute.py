@@ -43,7 +43,7 @@ _OTHER_CHECKOUT = re.compile(r"(?<![\w.~-])/(?:[^\s\"'/]+/)+?(?=(?:runs|artifact
 
 def repo_relative(data):
     """``data`` (a JSON value) with this checkout's absolute path taken out of every string: what is committed under
-    results/ names files relative to the repository, never the machine that made them (issue 26)."""
+    results/ names files relative to the repository, never the machine that made them."""
     prefix = f"{REPO}{os.sep}"
     if isinstance(data, str):  # this checkout's path, then any other checkout's (records made elsewhere)
         return _OTHER_CHECKOUT.sub("", data.replace(prefix, ""))
@@ -81,6 +81,20 @@ def write_json(path: Path, data) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, data) -> None:
+    """Text or bytes written to a temporary sibling, then renamed over `path` (the tables, reports and claims)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary left behind
         tmp.unlink(missing_ok=True)
         raise
 
@@ -154,7 +168,7 @@ CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "too
 def git_commit(repo: Path = REPO) -> str:
     """HEAD's short hash, with "+changes" when the code differs from it: a tracked file changed (results/ excluded:
     the runner itself writes there while it works) or a file git does not know yet (and does not ignore) in a code
-    folder, e.g. a new module under tasks/ that a config imports (issue 25: it was not flagged)."""
+    folder, e.g. a new module under tasks/ that a config imports (once missed: it was not flagged)."""
     try:
         commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=repo, text=True,
                                          stderr=subprocess.DEVNULL).strip()

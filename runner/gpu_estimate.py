@@ -3,8 +3,8 @@
 from pathlib import Path
 from typing import Dict, List
 
-from runner.preflight import (_bilm_sources, _first_line, _nodes, _sample_file, bilm_outputs, gpu_index, repo_path,
-                              task_config)
+from runner.spec import bilm_outputs, repo_path
+from runner.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
 
 TIMED_BATCHES = 5
 
@@ -41,7 +41,7 @@ def time_training_batches(task: str, knobs: Dict[str, str], data_file: Path, dev
     from allennlp.nn.util import move_to_device
 
     config = task_config(task, {**knobs, "ELMO_CACHE": ""})
-    for _, node in _nodes(config["model"]):
+    for _, node in config_nodes(config["model"]):
         node.pop("pretrained_file", None)
     reader = DatasetReader.from_params(Params(config["validation_dataset_reader"]))
     instances = list(reader.read(str(data_file)))
@@ -97,13 +97,13 @@ def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: 
             if key not in per_instance:
                 timed = {**k, "CUDA_DEVICE": str(index)}
                 if run.uses_elmo and any(repo_path(k["ELMO_WEIGHTS"]).is_relative_to(d) for d in exclude):
-                    sources = _bilm_sources(profile)  # not fine-tuned yet: the weights it starts from, same shapes
+                    sources = bilm_sources(profile)  # not fine-tuned yet: the weights it starts from, same shapes
                     if sources:
                         timed["ELMO_OPTIONS"], timed["ELMO_WEIGHTS"] = sources[0]
                 try:
                     per_instance[key] = time_training_batches(task, timed, sample, f"cuda:{index}")
                 except Exception as e:  # the plan says why instead of stopping
-                    lines.append(f"  {task} ELMo {key[0]}/{key[1]}: not timed ({_first_line(e)})")
+                    lines.append(f"  {task} ELMo {key[0]}/{key[1]}: not timed ({first_line(e)})")
                     per_instance[key] = 0.0
             config = task_config(task, k)
             hours += per_instance[key] * instances_per_epoch(config, k, train.instances) * \
@@ -122,4 +122,4 @@ def _timing_file(task: str, runs, scratch: Path) -> Path:
         return Path(scan_conll2012(str(path))[0][0])
     directory = scratch / f"{task}-timing"
     directory.mkdir(parents=True, exist_ok=True)
-    return _sample_file(path, directory)[0]
+    return sample_file(path, directory)[0]

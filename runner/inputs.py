@@ -2,7 +2,7 @@
 
 A run's directory name comes from its knobs, so a data or weights file changed at the same path would otherwise
 leave the old result looking current. The runner records these checksums with the result (``inputs`` in
-result.json) and compares them on every later invocation (runner/__main__.py decides what to do with a stale run).
+result.json) and compares them on every later invocation (runner/archive.py check_finished decides what to do with a stale run).
 Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small file keyed by (path, size, mtime_ns):
 a file is read again only when one of those changes.
 """
@@ -28,7 +28,7 @@ BUNDLED_BILM = {"ELMO_OPTIONS": "elmo_module/bundled/tiny_options.json",
 def bundled_data(task: str) -> Dict[str, str]:
     """What an empty TRAIN/DEV/TEST_PATH knob reads: the task's bundled sample, as its config names it (evaluated
     with the default knobs; '' where the config has no such split, as SQuAD's test)."""
-    from runner.preflight import task_config
+    from runner.task_setup import task_config
     from tasks.knobs import KNOBS
 
     config = task_config(task, dict(KNOBS))
@@ -159,7 +159,7 @@ def changed_sums(recorded: Dict[str, Optional[str]], current: Dict[str, Optional
 
 def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
     """The runs with no finished result, or whose result recorded other bytes than today's files (the test of
-    runner/__main__.py check_finished, settling nothing): what --redo-stale will train, so the stages they read are
+    runner/archive.py check_finished, settling nothing): what --redo-stale will train, so the stages they read are
     brought up to date before (a run found stale after them would train again on their old outputs)."""
     from runner.execute import load_result
     from runner.spec import repo_path

@@ -8,10 +8,10 @@ GloVe file's dimension against the embedding_dim of the task's config evaluated 
 records of every data file through the task's own reader (built from the config as runner/cache.py builds it), and
 for CoNLL-2012 trees their language and release (tasks/srl/conll2012_format.py); the biLM weights against their
 options (shapes from the hdf5 metadata, nothing loaded); free disk against the activation caches it would write.
-The plan's GPU hours come from runner/gpu_estimate.py.
+The plan's GPU hours come from runner/gpu_estimate.py; what both read of the runs (a task's config, a data file's
+sample) is runner/task_setup.py.
 """
 import gzip
-import json
 import logging
 import re
 import shutil
@@ -23,10 +23,9 @@ from typing import Dict, List, Optional, Tuple
 
 from elmo_module.activation_cache import bytes_per_token
 from runner.spec import REPO, _VAR, bilm_outputs, repo_path
+from runner.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
 
 DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
-PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
-JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
 
 
 @dataclass
@@ -40,11 +39,6 @@ class Problem:
         if not self.expected:  # ``found`` is a reader's own "...: expected ..., found ..." line
             return f"{self.file}: {self.found}. {self.fix}"
         return f"{self.file}: expected {self.expected}; found {self.found}. {self.fix}"
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [l for l in str(error).splitlines() if l.strip()]
-    return lines[0] if lines else type(error).__name__
 
 
 def _raw_knob(profile: dict, task: str, name: str) -> str:
@@ -131,16 +125,6 @@ def stage_files(profile: dict) -> List[Problem]:
 
 # ---------------------------------------------------------------- the GPU
 
-def gpu_index(profile: dict, runs) -> Optional[int]:
-    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU, and for
-    "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
-    if profile.get("device") == "cpu":
-        return None
-    devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
-    if devices:
-        return devices[0]
-    return 0 if profile.get("device") == "cuda" else None
-
 
 def gpu_problems(profile: dict, runs) -> List[Problem]:
     from elmo_module.device import cuda_problem
@@ -158,22 +142,6 @@ def gpu_problems(profile: dict, runs) -> List[Problem]:
 
 
 # ---------------------------------------------------------------- the task config, GloVe
-
-def task_config(task: str, knobs: Dict[str, str]) -> dict:
-    """The task's jsonnet config evaluated with the run's knobs."""
-    from allennlp.common import Params
-
-    return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=dict(knobs)).as_dict()
-
-
-def _nodes(node, path="config"):
-    if isinstance(node, dict):
-        yield path, node
-        for key, value in node.items():
-            yield from _nodes(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _nodes(value, f"{path}[{i}]")
 
 
 def glove_dimension(path: Path) -> Tuple[Optional[int], str]:
@@ -238,7 +206,7 @@ def _stage_vectors(profile: dict, path: Path) -> Optional[Tuple[Optional[int], s
 
 def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
     problems = []
-    for where, node in _nodes(config["model"], "model"):
+    for where, node in config_nodes(config["model"], "model"):
         if not node.get("pretrained_file"):
             continue
         path = repo_path(str(node["pretrained_file"]))
@@ -251,7 +219,7 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
                 found, what = glove_dimension(path)
                 nonfinite = glove_nonfinite(path)
             except OSError as e:
-                found, what, nonfinite = None, f"an unreadable file ({_first_line(e)})", None
+                found, what, nonfinite = None, f"an unreadable file ({first_line(e)})", None
             if nonfinite and found == expected:
                 problems.append(Problem(str(path), "finite numbers (a NaN or infinite vector makes the run's loss "
                                         "NaN)", nonfinite, "Use another GloVe file, or make the vectors again"))
@@ -306,36 +274,6 @@ def config_size(profile: dict, task: str) -> str:
 
 # ---------------------------------------------------------------- data files through the task's reader
 
-def _sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
-    """(a readable sample of a data file, whole size / sample size): the file itself when small, else its first
-    PREFIX_BYTES cut at a blank line (or a line end), or a JSON file's first JSON_ENTRIES entries of its longest
-    top-level list (SQuAD's 'data')."""
-    size = path.stat().st_size
-    if path.suffix == ".json":
-        if size <= 4 * PREFIX_BYTES:
-            return path, 1.0
-        try:
-            document = json.loads(path.read_bytes().decode("utf-8-sig"))
-            key = max((k for k, v in document.items() if isinstance(v, list)), key=lambda k: len(document[k]))
-        except (ValueError, AttributeError):  # not a JSON object with a list (a download cut short): the reader
-            return path, 1.0  # reads the whole file and says what is wrong with it, naming the file
-        entries = document[key]
-        sample = directory / path.name
-        sample.write_text(json.dumps({**document, key: entries[:JSON_ENTRIES]}), encoding="utf-8")
-        return sample, len(entries) / min(len(entries), JSON_ENTRIES)
-    if size <= PREFIX_BYTES:
-        return path, 1.0
-    with open(path, "rb") as f:
-        head = f.read(PREFIX_BYTES)
-    # the last blank line (a sentence boundary), else the last line end; lines end at \n, \r\n or \r (a CR-only
-    # file was cut to nothing)
-    ends = [m.end() for m in re.finditer(rb"(?:\r\n|\r|\n){2}", head)] or \
-        [m.end() for m in re.finditer(rb"\r\n|\r|\n", head)] or [len(head)]
-    head = head[:ends[-1]]
-    sample = directory / path.name
-    sample.write_bytes(head)
-    return sample, size / len(head)
-
 
 @dataclass
 class DataSample:
@@ -356,7 +294,7 @@ def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem],
     try:
         files, skipped = scan_conll2012(str(path))
     except ConfigurationError as e:
-        found = _first_line(e).split(": ", 1)[-1]
+        found = first_line(e).split(": ", 1)[-1]
         return [Problem(str(path), "", f"the {task} {split} data: {found}", f"See tasks/{task}/README.md, 'Data'")
                 ], None, 0, {}
     problems = []
@@ -392,14 +330,14 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
             if sample is None:
                 continue
         else:
-            sample, scale = _sample_file(path, directory)
+            sample, scale = sample_file(path, directory)
         shown = path if sample.parent == directory else sample  # a prefix copy: name the user's file
         release_log = logging.getLogger("tasks.srl.conll2012_format")  # its release warning is a problem above:
         release_log.disabled = True  # not the same line twice, once before the list
         try:
             instances = list(readers[split].read(str(sample)))
         except Exception as e:  # whatever the reader raises is the problem to report
-            message = _first_line(e).replace(str(sample), str(shown)).removeprefix(f"{shown}: ")
+            message = first_line(e).replace(str(sample), str(shown)).removeprefix(f"{shown}: ")
             problems.append(Problem(str(shown), "", f"the {task} {split} data (reader {reader_type}): {message}",
                                     f"Check the file against tasks/{task}/README.md, 'Data'"))
             continue
@@ -414,15 +352,6 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
 
 # ---------------------------------------------------------------- biLM weights
 
-def _bilm_sources(profile: dict) -> List[Tuple[str, str]]:
-    """(options, weights) that the profile's biLM stages start from (finetune.from: official weights)."""
-    spec = profile.get("bilm") or {}
-    source = (spec.get("finetune") or {}).get("from")
-    if isinstance(source, dict):
-        from runner.spec import expand
-        return [(expand(source["options"]), expand(source["weights"]))]
-    return []
-
 
 def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
     """The BiLmOptions behind an ELMO_OPTIONS value; for a biLM the profile will write, the options it starts from."""
@@ -431,7 +360,7 @@ def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
     path = repo_path(options_path)
     if any(path.is_relative_to(d) for d in exclude):
         pre = (profile.get("bilm") or {}).get("pretrain", {}).get("args", [])
-        sources = [o for o, _ in _bilm_sources(profile)] or \
+        sources = [o for o, _ in bilm_sources(profile)] or \
                   ([pre[pre.index("--options") + 1]] if "--options" in pre else [])
         if not sources:
             return None
@@ -447,7 +376,7 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     from elmo_module.weights import layout_mismatches
 
     pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.uses_elmo}
-    pairs |= set(_bilm_sources(profile))
+    pairs |= set(bilm_sources(profile))
     problems = []
     for options_path, weights_path in sorted(pairs):
         options_path = options_path or "elmo_module/bundled/tiny_options.json"
@@ -459,13 +388,13 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
         try:
             options = BiLmOptions.load(o)
         except Exception as e:  # a misspelt key, a wrong type: the line names the key
-            problems.append(Problem(str(o), "", _first_line(e).removeprefix(f"{o}: ").removeprefix(
+            problems.append(Problem(str(o), "", first_line(e).removeprefix(f"{o}: ").removeprefix(
                 f"options file '{o}' "), "Fix that key (the official options files: https://allennlp.org/elmo)"))
             continue
         try:
             wrong = layout_mismatches(w, options)
         except Exception as e:  # not an hdf5 file, or one cut short
-            message = _first_line(e).replace(f"weight file '{w}' ", "a file that ")
+            message = first_line(e).replace(f"weight file '{w}' ", "a file that ")
             problems.append(Problem(str(w), "a complete hdf5 weights file", message,
                                     "Download the weights again (a broken download is the usual cause): "
                                     "https://allennlp.org/elmo"))
@@ -535,7 +464,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
                 config = task_config(task, knobs)
             except Exception as e:  # a config that does not evaluate: the first line says why
                 problems.append(Problem(f"jsonnet_configs/{task}.jsonnet", "a config that evaluates with the "
-                                        "profile's knobs", _first_line(e), "Fix the knob it names"))
+                                        "profile's knobs", first_line(e), "Fix the knob it names"))
                 continue
             problems += glove_problems(profile, task, config)
             found, samples[task] = data_problems(task, knobs, Path(scratch))
@@ -572,7 +501,7 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
         if "pretrain" in spec:
             lines.append(f"  pretrain -> {spec['pretrain']['out']}")
         fine = spec.get("finetune") or {}
-        start = _bilm_sources(profile)
+        start = bilm_sources(profile)
         for task in fine.get("tasks", []):
             origin = f"from {start[0][1]}" if start else "from the pretrained biLM"
             lines.append(f"  fine-tune on {task}'s training text {origin} -> {fine['out'].format(task=task)}")

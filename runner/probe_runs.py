@@ -87,7 +87,7 @@ def probe_inputs(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
 
 def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool,
                           note: str = "runs again") -> None:
-    """A finished probe run whose biLM or data changed since is stale, as a task run is (runner/__main__.py
+    """A finished probe run whose biLM or data changed since is stale, as a task run is (runner/archive.py
     check_finished): listed with a SpecError, or with ``redo`` its result.json moved to result.stale.json and run
     again (``note``: what comes of it, as ``settle_stale`` prints). Without this a profile's remade biLM (another
     machine's bytes, other stage args) kept the old probe tables as if they were its own. Results recorded before
@@ -143,3 +143,16 @@ def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optiona
         result["inputs"] = probe_inputs(run, checksums)
     write_json(result_path, result)
     return {"status": "done", "skipped": False, **result}
+
+
+def run_probes(probes, probe_dir, args, checksums) -> None:
+    """The probe sweeps (Tables 4-6), one after the other, 1 CPU thread unless --threads; each is skipped once
+    finished and current (a stale one stops the runner, or runs again with --redo-stale)."""
+    check_finished_probes(probes, probe_dir, checksums, args.redo_stale)
+    threads = args.threads or 1
+    cache = None if args.no_cache else args.cache_dir
+    for i, probe in enumerate(probes, 1):
+        status = execute_probe(probe, probe_dir[probe], threads, cache, checksums)
+        what = (f"done ({status['wall_time_s']}s{', already finished' if status.get('skipped') else ''})"
+                if status["status"] == "done" else f"CRASHED: {status.get('error', '')} -- log: {status.get('log')}")
+        print(f"[probe {i}/{len(probes)}] {probe.sweep} ({probe.kind}): {what}", flush=True)

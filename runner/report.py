@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.lines import Line2D  # noqa: E402
 
-from runner.results import write_atomic  # noqa: E402
+from runner.execute import write_atomic  # noqa: E402
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FAMILIES = ("Table 1", "Table 2", "Table 3", "Figure 1", "word vectors", "Sec. 5.4", "probes")

@@ -21,7 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from runner.claims import still_improving  # noqa: E402
-from runner.execute import load_result, repo_relative  # noqa: E402
+from runner.evidence import percent  # noqa: E402
+from runner.execute import load_result, repo_relative, write_atomic  # noqa: E402
 from runner.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
@@ -30,20 +31,6 @@ DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other tas
 # gold singletons, and with them beside it, tasks/coref/metric.py), with the label of SECOND_LABEL (else upper case)
 SECOND_METRIC = {"squad": "em", "coref": "coref_f1_with_singletons"}
 SECOND_LABEL = {"coref_f1_with_singletons": "with singletons"}
-
-
-def write_atomic(path: Path, data) -> None:
-    """Writes to a temporary sibling, then renames it over `path`."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: no half-written temporary left behind
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def portable(path, keep: int = 2) -> str:
@@ -117,6 +104,11 @@ def aggregate(cells: list, split: str) -> dict:
 
 def _mean_std(mean: float, std: Optional[float], decimals: int) -> str:
     return f"{mean:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
+
+
+def metric_text(task: str, value: float) -> str:
+    """One run's metric as its task's tables show it (the runner's progress lines): in %, with DECIMALS."""
+    return _mean_std(percent(value), None, DECIMALS.get(task, 1))
 
 
 def paired_difference(column: dict, baseline: dict) -> Optional[dict]:

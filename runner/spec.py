@@ -118,7 +118,7 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str,
                 "vectors": dict, "run_order": str}
-RUN_ORDERS = ("tasks", "sweeps")  # runner/__main__.py wanted_runs
+RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/vectors.py
 DEVICES = ("cpu", "cuda")

@@ -10,7 +10,7 @@ for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module
 The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by
 default so that the output is the same bytes on every run on one CPU model (gensim's ``corpus_file`` mode with
 several workers depends on thread timing; another CPU model's BLAS kernels give other bytes, which the runner
-treats as other vectors: runner/__main__.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most frequent word
+treats as other vectors: runner/archive.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most frequent word
 first), which allennlp's ``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
 
 A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at the files::

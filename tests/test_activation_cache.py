@@ -161,13 +161,13 @@ def test_embedder_with_cache_equals_embedder_running_the_bilm(cached):
 
 
 def test_every_seed_of_a_task_shares_one_cache_and_random_windows_read_cached_sentences(tmp_path):
-    """The runner builds one cache per task, data and biLM (runner/__main__.py build_caches). Coref's reader carries
+    """The runner builds one cache per task, data and biLM (runner/stages.py build_caches). Coref's reader carries
     the run's seed; the cache's key followed the seed of the first run needing it, so that a runner started with
     another run first built a second cache, and a run resumed from its checkpoint crashed on the changed path
     (2026-11-27). At SIZE=paper the training reader draws a random window of 50 sentences of each document every
     epoch: a cache of one such read missed the sentences of the next; it now holds every sentence of the whole
     training documents (the biLM sees each sentence alone)."""
-    from runner.__main__ import build_caches
+    from runner.stages import build_caches
     from runner.cache import instance_texts, task_readers
     from runner.spec import Run
     from tasks.knobs import KNOBS

@@ -78,7 +78,7 @@ def test_device_plan_on_fake_gpus(monkeypatch):
     import torch
 
     import elmo_module.device as device
-    from runner.__main__ import device_plan
+    from runner.plan import device_plan
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(device, "cuda_problem", lambda index=0: None)
@@ -99,14 +99,14 @@ def test_device_plan_on_fake_gpus(monkeypatch):
 
 
 def test_ray_runs_see_cuda_device_0():
-    from runner.__main__ import job_for
+    from runner.jobs import job_for
 
     class Run:
         task, run_id, cache_key, uses_elmo = "ner", "x", "k", False
         knob_dict = {"ELMO": "none", "ELMO_MIX": "weighted", "ELMO_LAMBDA": "0", "TRAIN_FRACTION": "1", "SEED": "1"}
 
     class Cell:
-        run, sweep = Run, "table1"
+        run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     job = job_for(Run, "d", {}, {"name": "t"}, [Cell], plan_args("--executor", "ray", "--gpus-per-run", "0.5"))
     assert job["extra_env"]["CUDA_DEVICE"] == "0"

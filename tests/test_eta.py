@@ -25,8 +25,18 @@ def test_the_line_says_what_it_could_not_estimate():
     e.add_result(None)  # a run without a readable result adds nothing
     line = e.describe([("srl", knobs(epochs="40"), 0), ("srl", knobs(epochs="40"), 0), ("squad", knobs(), 0),
                        ("squad", knobs("both"), 0)], 2)
-    assert line.startswith("~2.0 h of runs, ~1.0 h of wall time at 2 at a time")
+    assert line.startswith("about 2.0 h of runs, about 60 min of wall time at 2 at a time")
     assert line.endswith("no finished run of their task yet: squad x2")
+    assert e.left([("srl", knobs(epochs="40"), 0), ("srl", knobs(epochs="40"), 0)], 2) == "about 60 min left"
+    assert e.left([("srl", knobs(epochs="40"), 0), ("squad", knobs(), 0)], 1) == "over 60 min left"  # squad: unknown
+
+
+def test_nothing_estimated_says_only_why():
+    """Before any run of its task finished, the line said "~0.0 h of runs, ~0.0 h of wall time" before the reason."""
+    e = Estimator()
+    assert e.describe([("coref", knobs(), 0)] * 4 + [("ner", knobs(), 0)], 2) == \
+        "not estimated, no finished run of their task yet: coref x4, ner x1"
+    assert e.left([("coref", knobs(), 0)], 2) == ""
 
 
 def test_a_run_under_way_costs_the_epochs_it_has_left():
@@ -36,4 +46,4 @@ def test_a_run_under_way_costs_the_epochs_it_has_left():
     assert e.seconds("squad", knobs(epochs="50")) == 4000.0
     assert e.seconds("squad", knobs(epochs="50"), done=7) == 3300.0
     assert e.seconds("squad", knobs(epochs="50"), done=45) == 100.0  # past the usual length: one epoch at least
-    assert e.describe([("squad", knobs(epochs="50"), 30)], 1).startswith("~0.3 h of runs")
+    assert e.describe([("squad", knobs(epochs="50"), 30)], 1).startswith("about 17 min of runs")

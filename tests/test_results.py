@@ -409,10 +409,20 @@ def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(b
     assert portable("runs/x") == "runs/x"
 
 
-def test_progress_lines_round_the_metrics():
-    from runner.__main__ import _rounded
+def test_a_progress_line_shows_the_metrics_as_the_tables_do():
+    """Not dev=0.30999999999999994 (nor dev=0.31, a fraction the tables never show): the table's % and decimals."""
+    from runner.eta import duration
+    from runner.jobs import progress_line
 
-    assert _rounded(0.30999999999999994) == "0.31" and _rounded(0.8765432) == "0.8765" and _rounded(None) is None
+    done = {"status": "done", "dev": 0.30999999999999994, "test": 0.8765432, "wall_time_s": 31.2}
+    assert progress_line(17, 48, {"task": "ner", "label": "ner baseline seed 1"}, done, "about 4 min left") == \
+        "[17/48] ner baseline seed 1: dev 31.00, test 87.65 (31 s) · about 4 min left"
+    assert progress_line(1, 2, {"task": "sst", "label": "sst ELMo seed 2"}, {**done, "test": None}, "") == \
+        "[1/2] sst ELMo seed 2: dev 31.0 (31 s)"
+    crashed = {"status": "crashed", "error": "ValueError: bad line 3", "log": "runs/t/ner/x/log.txt", "wall_time_s": 4}
+    assert progress_line(2, 2, {"task": "ner", "label": "ner ELMo seed 1"}, crashed, "") == \
+        "[2/2] ner ELMo seed 1: CRASHED after 4 s: ValueError: bad line 3 (log: runs/t/ner/x/log.txt)"
+    assert (duration(89), duration(600), duration(2.3 * 3600)) == ("89 s", "10 min", "2.3 h")
 
 
 def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 import runner.__main__ as runner_main
 import runner.execute as execute
 import runner.resume as resume
+from runner.plan import make_plan
 from tests.test_runner_safety import (FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, _start_runner, fake_training,  # noqa: F401
                                       runner_args, write_profile)
 
@@ -202,7 +203,7 @@ def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(resume, "_same_training_code", lambda a, b: True)
     monkeypatch.setattr(execute, "training_code_changed", lambda: False)
-    [run] = [r for r in runner_main.make_plan(runner_main.parse_args(runner_args(tmp_path, path))).runs
+    [run] = [r for r in make_plan(runner_main.parse_args(runner_args(tmp_path, path))).runs
              if r.run_id == last.parent.name]
     (last.parent / execute.ATTEMPTS).write_text(json.dumps([{
         "commit": "abc1234", "hardware": execute.hardware(), "knobs": run.knob_dict, "started": time.time() - 100,

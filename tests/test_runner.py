@@ -1,6 +1,7 @@
 """The runner: resume after a kill, crashed runs, spec errors, and the Ray executor giving the local results."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,6 +65,11 @@ def test_resume_after_kill_reruns_only_unfinished_runs(local_sweep):
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     assert len(finished_before) == 1
     assert "2 runs in 1 sweeps, 1 already finished, 1 to do" in second.stdout
+    # one short line for the run, in the table's unit (NER: %, 2 decimals); the finished run costs the one to do
+    assert re.search(r"^to do: about \d+ (s|min) of runs, about \d+ (s|min) of wall time at 1 at a time", second.stdout,
+                     re.M), second.stdout
+    [line] = [l for l in second.stdout.splitlines() if l.startswith("[")]
+    assert re.fullmatch(r"\[1/1\] ner (baseline|ELMo) seed 1: dev \d+\.\d\d, test \d+\.\d\d \(\d+ (s|min)\)", line), line
     for path, mtime in finished_before.items():
         assert path.stat().st_mtime_ns == mtime, "a finished run was run again"
     assert len(list((tmp_path / "runs").glob("*/*/result.json"))) == 2
@@ -136,6 +142,8 @@ def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert "CRASHED" in done.stdout and "log.txt" in done.stdout
+    assert re.search(r"^\[1/1\] ner baseline seed 1: CRASHED after \d+ (s|min): .+ \(log: \S+log\.txt\)$", done.stdout,
+                     re.M), done.stdout
     failed = json.loads(next((tmp_path / "runs").glob("*/*/failed.json")).read_text())
     assert Path(failed["log"]).is_file()
     assert "crashed" in (tmp_path / "results" / "table1.md").read_text()

@@ -8,6 +8,7 @@ import builtins
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 import runner.__main__ as runner_main
+import runner.jobs as jobs
+import runner.plan as plan_module
 import runner.execute as execute
 from runner.execute import child_pythonpath
 from tasks.knobs import knob_problems
@@ -201,6 +204,20 @@ def test_device_cpu_overrides_a_gpu_profile_for_the_runs(tmp_path, capsys, monke
     assert runner_main.main(runner_args(tmp_path, path, "--device", "cpu")) == 0, capsys.readouterr().err
     assert seen.read_text() == "-1\n"
     assert "runner: device cpu" in capsys.readouterr().out
+
+
+def test_progress_is_one_short_line_per_run_and_the_missing_estimate_said_once(tmp_path, capsys, fake_training):
+    """Each line was `[  1/2] ner elmo=none mix=weighted frac=1.0 seed=1: dev=0.5 test=0.25 (1.2s) | to do: ~0.0 h of
+    runs, ~0.0 h of wall time at 1 at a time (...); not estimated, no finished run of their task yet: ner x1`."""
+    path = write_profile(tmp_path, sweep_overrides={"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}})
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(lines) == 2, out
+    for line in lines:  # the stand-in's F1 0.5 and 0.25 as Table 1 shows NER; it records no epochs: no estimate
+        assert re.fullmatch(r"\[[12]/2\] ner baseline seed [12]: dev 50\.00, test 25\.00 \(\d+ s\)", line), line
+    assert out.count("not estimated, no finished run of their task yet") == 1
+    assert "to do: not estimated, no finished run of their task yet: ner x2" in out
 
 
 # ---- what a finished run read --------------------------------------------------------------------------------------
@@ -597,9 +614,9 @@ def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
     from argparse import Namespace
     from dataclasses import replace
 
-    plan = runner_main.make_plan(runner_main.parse_args(["--profile", "small"]))
+    plan = plan_module.make_plan(runner_main.parse_args(["--profile", "small"]))
     plan = replace(plan, profile={**plan.profile, "run_order": run_order})
-    runs = runner_main.wanted_runs(plan, Namespace(baselines_only=False))
+    runs = plan_module.wanted_runs(plan, Namespace(baselines_only=False))
     assert len(runs) == len(set(runs)) == 125
     first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
     if run_order == "sweeps":
@@ -617,10 +634,10 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         knob_dict = {"ELMO": "none", "ELMO_MIX": "weighted", "ELMO_LAMBDA": "0", "TRAIN_FRACTION": "1", "SEED": "1"}
 
     class Cell:
-        run, sweep = Run, "table1"
+        run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     def wandb(*argv):
-        return runner_main.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
+        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
             "extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")

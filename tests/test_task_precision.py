@@ -123,7 +123,8 @@ def test_the_live_bilm_keeps_its_precision_inside_a_bfloat16_task_run(tmp_path):
 
 
 def test_the_runner_flag_sets_the_knob_of_every_run_and_leaves_the_biLM_precision(tmp_path):
-    from runner.__main__ import make_plan, parse_args
+    from runner.__main__ import parse_args
+    from runner.plan import make_plan
 
     common = ["--profile", "default", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res")]
     plain = make_plan(parse_args(common))

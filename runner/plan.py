@@ -1,0 +1,168 @@
+"""What one invocation of the runner works on: the profile and its sweeps expanded into cells and runs, checked with
+the command line's flags (Plan, make_plan); which of them this invocation trains (wanted_runs, wanted_probes); where
+they compute (device_plan)."""
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from runner.probe_runs import plan_probes
+from runner.spec import (REPO, SWEEP_KINDS, SpecError, check_only, expand_cells, load_profile, load_sweeps,
+                         unique_runs)
+
+writes_in = []  # the runs, results and cache directories, for the line a full disk gives (runner/sweep.py run)
+
+
+def existing(path: Path) -> Path:
+    """The nearest folder of ``path`` that exists (``path`` itself if it does)."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def check_flags(args) -> None:
+    """Numbers and directories of the command line, before any work (a negative --jobs was a traceback; a
+    --results-dir that is a file, a traceback after every training)."""
+    at_least_one, positive, not_negative = (">= 1", lambda v: v >= 1), ("> 0", lambda v: v > 0), \
+        (">= 0", lambda v: v >= 0)
+    for flag, value, (expected, ok) in (("--jobs", args.jobs, at_least_one), ("--threads", args.threads, at_least_one),
+                                        ("--runs-per-gpu", args.runs_per_gpu, at_least_one),
+                                        ("--cpus-per-run", args.cpus_per_run, positive),
+                                        ("--gpus-per-run", args.gpus_per_run, not_negative)):
+        if value is not None and not ok(value):
+            raise SpecError(f"{flag}: expected a number {expected}, found {value:g}")
+    for flag, value in (("--runs-dir", args.runs_dir), ("--results-dir", args.results_dir),
+                        ("--cache-dir", args.cache_dir)):
+        if value and Path(value).exists() and not Path(value).is_dir():
+            raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
+        if value:  # under /proc or on a read-only disk: a traceback at the first write. Its nearest existing
+            where = existing(Path(value).absolute())  # folder is written in once (--check makes nothing)
+            try:
+                tempfile.TemporaryFile(dir=where).close()
+            except OSError as e:
+                raise SpecError(f"{flag} '{value}': expected a directory the runner can write in, found "
+                                f"{e.strerror or e} writing in {where}") from None
+
+
+def ignored_environment(profile: dict) -> None:
+    """A knob set in the environment steers `allennlp train` run by hand, not the runner's runs, whose knobs come
+    from the profile (they are the runs' identity): say so rather than train silently without it."""
+    from tasks.knobs import KNOBS
+
+    # (importing tasks sets every knob's default in the environment, for allennlp: only other values were set here)
+    set_here = [f"{k}={os.environ[k]}" for k, default in KNOBS.items() if os.environ.get(k, default) != default]
+    if set_here:
+        print(f"warning: environment variable(s) {', '.join(set_here)} ignored: the runner takes every knob from the "
+              f"profile '{profile['name']}' (its 'knobs' or 'task_knobs', or a profile file of your own)",
+              file=sys.stderr)
+
+
+@dataclass
+class Plan:
+    """What one invocation works on: the profile, its sweeps' cells and runs, and where each goes."""
+    profile: dict
+    profile_path: Path
+    only: Optional[List[str]]
+    sweeps: list
+    cells: list
+    probes: list
+    runs: list
+    runs_dir: Path
+    results_dir: Path
+    run_dir: dict
+    probe_dir: dict
+
+
+def make_plan(args) -> Plan:
+    """The profile and its sweeps, checked against the schema (SpecError), expanded into cells and runs."""
+    check_flags(args)
+    profile, profile_path = load_profile(args.profile)
+    if args.precision:  # a knob like any other: it enters the ELMo runs' identity (spec.py without_idle_knobs)
+        profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
+    if args.task_precision:
+        profile.setdefault("knobs", {})["TASK_PRECISION"] = args.task_precision
+    only = args.only.split(",") if args.only else None
+    check_only(profile, only)
+    # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
+    # --only picks the sweeps whose runs are trained.
+    sweeps = load_sweeps(profile, profile_path)
+    cells = expand_cells(profile, sweeps)
+    _check_selects_runs(profile, sweeps, cells, only)
+    probes = plan_probes(profile, sweeps)
+    if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
+        profile["device"] = args.device
+    ignored_environment(profile)
+    runs = unique_runs(cells)
+    runs_dir = Path(args.runs_dir or REPO / "runs" / profile["name"]).resolve()
+    results_dir = Path(args.results_dir or REPO / "results" / profile["name"]).resolve()
+    writes_in[:] = [runs_dir, results_dir, Path(args.cache_dir).resolve()]
+    return Plan(profile, profile_path, only, sweeps, cells, probes, runs, runs_dir, results_dir,
+                {run: runs_dir / run.task / run.run_id for run in runs},
+                {probe: runs_dir / "probes" / probe.run_id for probe in probes})
+
+
+def _check_selects_runs(profile, sweeps, cells, only) -> None:
+    """A profile (or --only) whose tasks are in none of its sweeps would do nothing and report success."""
+    run_sweeps = [s["name"] for s in sweeps if "columns" in SWEEP_KINDS[s["kind"]] and (not only or s["name"] in only)]
+    if run_sweeps and not any(c.sweep in run_sweeps for c in cells):
+        raise SpecError(f"profile '{profile['name']}': key 'tasks': expected tasks of the sweeps "
+                        f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
+
+
+def wanted_runs(plan: Plan, args) -> list:
+    """The runs this invocation trains (--only, --baselines-only), in the profile's "run_order": "tasks" (the
+    default) one task's runs before the next's (the profile's task order; sweep order within a task), "sweeps" one
+    sweep's runs before the next's (the profile's sweep order, a run shared by two sweeps going with the first; task
+    order within a sweep). Either way a multi-session profile cut short by the end of a session leaves whole tables:
+    of its first tasks, or its first sweeps over every task (the small profile: Table 1's six rows first)."""
+    selected = unique_runs([c for c in plan.cells if not plan.only or c.sweep in plan.only])
+    wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+    order = {task: i for i, task in enumerate(plan.profile.get("tasks", []))}
+    if plan.profile.get("run_order", "tasks") == "sweeps":
+        sweep_index = {name: i for i, name in enumerate(plan.profile["sweeps"])}
+        first = {}
+        for cell in plan.cells:
+            first[cell.run] = min(first.get(cell.run, len(sweep_index)), sweep_index.get(cell.sweep, len(sweep_index)))
+        return sorted(wanted, key=lambda r: (first.get(r, len(sweep_index)), order.get(r.task, len(order))))
+    return sorted(wanted, key=lambda r: order.get(r.task, len(order)))
+
+
+def wanted_probes(plan: Plan, args) -> list:
+    """The probe sweeps this invocation runs: --only picks them as it picks task sweeps; --baselines-only none."""
+    return [] if args.baselines_only else [p for p in plan.probes if not plan.only or p.sweep in plan.only]
+
+
+def device_plan(device: str, args):
+    """(the GPU slots of the local executor, gpu_slots(); the device of the biLM stages and activation caches,
+    which run in this process; a line saying where everything computes). Refuses (SpecError, one line) a GPU that
+    torch cannot run kernels on (elmo_module/device.py)."""
+    import torch
+
+    from elmo_module.device import cuda_problem, describe
+    from runner.execute import gpu_slots
+
+    if device not in ("cpu", "cuda"):
+        raise SpecError(f"profile key 'device' must be \"cpu\" or \"cuda\", found {device!r}")
+    if device == "cpu":
+        if args.gpus_per_run:
+            raise SpecError("--gpus-per-run needs --device cuda (or a profile with \"device\": \"cuda\")")
+        return [], "cpu", describe("cpu")
+    if args.executor == "ray":
+        if args.gpus_per_run is None:
+            args.gpus_per_run = 1.0
+        if args.gpus_per_run <= 0:
+            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, found {args.gpus_per_run}")
+        local = "cuda" if torch.cuda.device_count() and cuda_problem(0) is None else "cpu"
+        return [], local, (f"device cuda on Ray: {args.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
+                           f"biLM stages and activation caches here on {describe(local)}")
+    count = torch.cuda.device_count()
+    for index in range(max(count, 1)):
+        problem = cuda_problem(index)
+        if problem:
+            raise SpecError(f"device cuda: {problem}")
+    slots = gpu_slots(count, args.runs_per_gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    names = "; ".join(describe(f"cuda:{i}").split(": ", 1)[1] for i in range(count))
+    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, {args.runs_per_gpu} per "
+                   f"GPU, each pinned to its GPU")

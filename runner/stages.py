@@ -1,0 +1,145 @@
+"""What comes before the runs: the data checked, the profile's word vectors and biLM stages made (with the baselines
+trained beside the stages on spare slots), and the activation caches the ELMo runs read."""
+import os
+import time
+from pathlib import Path
+
+from runner.archive import check_finished
+from runner.execute import load_result, write_json
+from runner.jobs import execute, job_for
+from runner.plan import wanted_probes
+from runner.probe_runs import missing_probe_inputs
+from runner.spec import SpecError, bilm_outputs, missing_inputs
+
+
+def run_stages(plan, args, wanted, gpus, stage_device, archive):
+    """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
+    do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
+    out of git), then their outputs; returns (inputs of each run, the finished runs)."""
+    from runner.inputs import unfinished_or_stale
+
+    profile, run_dir = plan.profile, plan.run_dir
+    # --redo-stale: the stale runs count as to do, so that their stages are brought up to date first
+    unrun = (unfinished_or_stale(wanted, run_dir, plan.runs_dir) if args.redo_stale
+             else [r for r in wanted if load_result(run_dir[r] / "result.json")[0] is None])
+    parallel = args.jobs or int(profile.get("jobs", 1))
+    _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, args))
+    from runner.bilm import check_stage_outputs, prepare_bilm, stages_pending
+    from runner.vectors import prepare_vectors, vectors_pending
+
+    vectors_pending(profile)  # a stage output that no longer matches its record stops here, runs to do or not
+    check_stage_outputs(profile)
+    task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
+    stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
+    beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2
+              and stages_pending(profile, task_knobs))
+    vectors = bool(profile.get("vectors")) and bool(unrun)  # the baselines' word vectors, before any baseline
+    if vectors and not (beside and vectors_pending(profile)):
+        prepare_vectors(profile)
+        vectors = False
+    if beside:  # the vectors (if still to make) and then the baselines beside the biLM stages
+        train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo], plan.runs,
+                                      run_dir, plan.runs_dir, plan.cells, parallel, args, archive, vectors)
+    elif stages:
+        prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
+    _check_inputs(profile, unrun)
+    if profile.get("archive_runs") and profile.get("bilm"):
+        from runner.bilm import archive_bilm
+
+        archive_bilm(profile, plan.results_dir / "bilm")
+    return check_finished(plan.runs, run_dir, plan.runs_dir, redo_stale=args.redo_stale)
+
+
+def _check_inputs(profile, runs, exclude=(), probes=()):
+    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes, profile.get("requires"))
+    if missing:
+        raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
+                        "\n".join(f"  - {line}" for line in missing))
+
+
+def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
+                                  args, archive=None, vectors: bool = False) -> None:
+    """The biLM stages take one of the ``parallel`` slots (one process; the mini profiles pretrain on 1 thread) and
+    the baseline runs, which do not read the biLM, the others, so that a 2-core machine is not half idle for the
+    hours of pretraining; once the stages are done their slot trains baselines too. With ``vectors`` (the profile's
+    word vectors still to make: 25 min to 1.8 h on 1 thread for the small profile; the stages do not read them)
+    the vectors stage takes the second slot first and the baselines, which read the vectors, wait for it. Stage
+    progress goes to its log only (the runs' lines are printed). Ctrl-C stops all (stop_runs() ends the stage
+    processes too)."""
+    import threading
+
+    from runner.bilm import prepare_bilm
+    from runner.vectors import prepare_vectors
+
+    # Before the vectors are made, runs that read other bytes at their path (a fresh machine's archive: runs of two
+    # machines) cannot be told apart: the check after the vectors stage (write_inputs, run_stages) settles them.
+    inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale, mixed=not vectors)
+    todo = [r for r in baselines if r not in finished]
+    # The finished ones are checked against the vectors once they are made; those found stale then (with
+    # --redo-stale: an earlier machine's runs) train in this slot too, not after the hours of pretraining.
+    unchecked, stale = ([r for r in baselines if r in finished] if vectors else []), set()
+    if not todo and not vectors:
+        prepare_bilm(profile, task_knobs, parallel, "cpu")
+        return
+    print(f"biLM stages run beside {'the word vectors and ' if vectors else ''}{len(todo)} baseline runs"
+          f"{f' (and those of {len(unchecked)} finished ones that the vectors show stale)' if unchecked else ''}; "
+          "stage progress is in the logs named below", flush=True)
+
+    def write_inputs():  # what each baseline reads, its word vectors' checksum included (so only once they exist)
+        now, current = check_finished(baselines, run_dir, runs_dir, redo_stale=args.redo_stale) if vectors else (
+            inputs, finished)
+        stale.update(r for r in unchecked if r not in current)
+        for run in todo + sorted(stale, key=unchecked.index):
+            run_dir[run].mkdir(parents=True, exist_ok=True)
+            write_json(run_dir[run] / "inputs.json", now[run])
+
+    def timed(label, work):
+        def call():
+            started = time.time()
+            work()
+            return {"status": "stages", "wall_time_s": round(time.time() - started, 1)}
+        return {"call": call, "label": label}
+
+    jobs = [timed("biLM stages", lambda: prepare_bilm(profile, task_knobs, 1, "cpu", quiet=True))]
+    vectors_made, vectors_ok = threading.Event(), []
+    if vectors:
+        def make_vectors():
+            try:
+                prepare_vectors(profile)
+                write_inputs()
+                vectors_ok.append(True)
+            finally:  # the baselines waiting for them go on (or, if they failed, are not started)
+                vectors_made.set()
+        jobs.append(timed("word vectors", make_vectors))
+    else:
+        write_inputs()
+
+    def after_vectors() -> bool:
+        vectors_made.wait()
+        return bool(vectors_ok)
+
+    candidates = todo + unchecked
+    baseline_jobs = [job_for(r, run_dir[r], {}, profile, cells, args) for r in candidates]
+    if vectors:  # an unchecked run that the vectors leave current does not start (status 'interrupted': silent)
+        for run, job in zip(candidates, baseline_jobs):
+            job["after"] = after_vectors if run in todo else (lambda run=run: after_vectors() and run in stale)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // parallel)
+    execute(jobs + baseline_jobs, args, parallel, (), threads, archive=archive)  # the stages first: they start at once
+
+
+def build_caches(todo, cache_root: Path, device: str = "cpu"):
+    """One activation cache per (task, data, biLM) that the unfinished ELMo runs need."""
+    from runner.cache import ensure_cache, no_cache_reason
+
+    caches = {}
+    for run in todo:
+        if not run.uses_elmo or run.cache_key in caches:
+            continue
+        reason = no_cache_reason(run.task, run.knob_dict)
+        if reason:
+            print(reason, flush=True)
+            caches[run.cache_key] = ""
+            continue
+        print(f"activation cache for {run.task} ...", flush=True)
+        caches[run.cache_key] = str(ensure_cache(run.task, run.knob_dict, cache_root, device=device))
+    return caches
