@@ -1,4 +1,4 @@
-"""Results builder: run directories -> markdown tables, PNG figures and summary.json (issue 4).
+"""Results builder: run directories -> markdown tables, PNG figures and summary.json.
 
 Knows nothing about task internals: it reads each run's result.json / failed.json (runner contract) and the paper's
 numbers from results/paper_numbers.json. A partial sweep still builds: unfinished cells read "missing", crashed ones

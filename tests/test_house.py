@@ -105,3 +105,16 @@ def test_no_file_too_long_to_read_in_one_sitting():
         if lines > limit:
             too_long.append(f"{path.relative_to(REPO)}: {lines} lines, at most {limit}")
     assert not too_long, "split these by subject: " + "; ".join(too_long)
+
+
+def test_no_tracker_numbers_in_the_tree():
+    """Code, docs, results and tests say what a thing is or why, not a tracker number a reader cannot look up
+    (git log keeps the history). Files git does not track are not read."""
+    import subprocess
+
+    if not (REPO / ".git").exists():
+        import pytest
+
+        pytest.skip("not a git checkout")
+    found = subprocess.run(["git", "grep", "-inE", "issue [0-9]+"], cwd=REPO, capture_output=True, text=True).stdout
+    assert not found, found[:2000]
