@@ -16,6 +16,7 @@ profile (the word-vectors ablation, SRL in Figure 1) is simply not listed. The c
   labels of the sweep; "cited_as" names the source): the word-vectors ablation (sweep word_vectors).
 - Tables 5-6 (Sec. 5.3): WSD second layer > first; POS first layer > second (probes: the view over examples only).
 """
+import calendar
 import json
 import math
 import statistics
@@ -500,6 +501,19 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
     return "\n".join(lines) + "\n"
 
 
+def _started(result: dict) -> Optional[tuple]:
+    """(when, commit) a run started: its first attempt's record, or, for a run made in one go before attempts were
+    recorded, the time it finished less its wall time and the commit that made it."""
+    if result.get("attempts"):
+        return result["attempts"][0]["started"], result["attempts"][0]["commit"]
+    made = result.get("made") or {}
+    try:
+        finished = calendar.timegm(time.strptime(made["finished"], "%Y-%m-%d %H:%M:%S UTC"))
+        return finished - float(result.get("wall_time_s") or 0), made["git_commit"]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def declaration(profile_file: str, results: List[dict], repo: Path) -> Optional[str]:
     """When the profile was written against when its runs started, from git (a confirmatory profile is declared by the
     commit that adds it, before any of its runs): one line for claims.md, or None where git has no history of the
@@ -514,7 +528,7 @@ def declaration(profile_file: str, results: List[dict], repo: Path) -> Optional[
     commits = [(c, int(t)) for c, t in (line.split() for line in log if line.strip())]
     if not commits:
         return None
-    starts = sorted((r["attempts"][0]["started"], r["attempts"][0]["commit"]) for r in results if r.get("attempts"))
+    starts = sorted(filter(None, map(_started, results)))
     day = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
     (added, added_t), (last, last_t) = commits[-1], commits[0]
     text = f"- **declared**: `{profile_file}` added at commit {added} ({day(added_t)})"
