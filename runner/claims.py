@@ -533,8 +533,8 @@ def declaration(profile_file: str, results: List[dict], repo: Path) -> Optional[
     (added, added_t), (last, last_t) = commits[-1], commits[0]
     text = f"- **declared**: `{profile_file}` added at commit {added} ({day(added_t)})"
     text += f", last changed at {last} ({day(last_t)})" if last != added else ", unchanged since"
-    if not starts:
-        return text + "; no run started yet"
+    if not starts:  # no trained run (yet, or a profile of probes, whose runs keep no attempts)
+        return text
     first_t, first_commit = starts[0]
     text += f"; first run started at commit {first_commit} ({day(first_t)}): "
     later = [c for c, t in commits if t > first_t]

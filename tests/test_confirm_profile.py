@@ -77,7 +77,7 @@ def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_lat
     early = declaration("p.json", runs + [{"made": {"git_commit": "ccccccc", "finished": "1970-01-24 03:33:10 UTC"},
                                            "wall_time_s": 100}], tmp_path)
     assert "first run started at commit ccccccc (1970-01-24 03:31 UTC)" in early
-    assert declaration("p.json", [], tmp_path).endswith("no run started yet")
+    assert declaration("p.json", [], tmp_path).endswith("unchanged since")
     profile.write_text('{"seeds": 9}\n')  # a change after the first run started: said, with the count
     _git(tmp_path, "commit", "-qam", "change", when=3_000_000)
     assert "the profile changed 1 time(s) after its first run started" in declaration("p.json", runs, tmp_path)
