@@ -531,15 +531,15 @@ def declaration(profile_file: str, results: List[dict], repo: Path) -> Optional[
     starts = sorted(filter(None, map(_started, results)))
     day = lambda t: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))  # noqa: E731
     (added, added_t), (last, last_t) = commits[-1], commits[0]
-    text = f"- **declared**: `{profile_file}` added at commit {added} ({day(added_t)})"
+    text = f"- **declared**: `{profile_file}` added at {added} ({day(added_t)})"
     text += f", last changed at {last} ({day(last_t)})" if last != added else ", unchanged since"
     if not starts:  # no trained run (yet, or a profile of probes, whose runs keep no attempts)
         return text
     first_t, first_commit = starts[0]
-    text += f"; first run started at commit {first_commit} ({day(first_t)}): "
+    text += f"; first run started at {first_commit} ({day(first_t)}): "
     later = [c for c, t in commits if t > first_t]
     return text + ("every change to the profile precedes every run" if not later else
-                   f"the profile changed {len(later)} time(s) after its first run started (git log -- {profile_file})")
+                   f"changed {len(later)} time(s) since (git log)")
 
 
 def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, provenance_lines: List[str],

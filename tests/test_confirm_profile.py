@@ -72,13 +72,13 @@ def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_lat
     # a run made in one go before attempts were recorded: started when it finished less its wall time
     runs += [{"made": {"git_commit": "bbbbbbb", "finished": "1970-01-24 03:34:30 UTC"}, "wall_time_s": 20}]
     line = declaration("p.json", runs, tmp_path)
-    assert f"added at commit {declared} (1970-01-12 13:46 UTC), unchanged since" in line
-    assert "first run started at commit aaaaaaa (1970-01-24 03:33 UTC): every change to the profile precedes" in line
+    assert f"added at {declared} (1970-01-12 13:46 UTC), unchanged since" in line
+    assert "first run started at aaaaaaa (1970-01-24 03:33 UTC): every change to the profile precedes" in line
     early = declaration("p.json", runs + [{"made": {"git_commit": "ccccccc", "finished": "1970-01-24 03:33:10 UTC"},
                                            "wall_time_s": 100}], tmp_path)
-    assert "first run started at commit ccccccc (1970-01-24 03:31 UTC)" in early
+    assert "first run started at ccccccc (1970-01-24 03:31 UTC)" in early
     assert declaration("p.json", [], tmp_path).endswith("unchanged since")
     profile.write_text('{"seeds": 9}\n')  # a change after the first run started: said, with the count
     _git(tmp_path, "commit", "-qam", "change", when=3_000_000)
-    assert "the profile changed 1 time(s) after its first run started" in declaration("p.json", runs, tmp_path)
+    assert "changed 1 time(s) since (git log)" in declaration("p.json", runs, tmp_path)
     assert declaration("other.json", runs, tmp_path) is None and declaration("p.json", runs, tmp_path / "no") is None
