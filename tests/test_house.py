@@ -121,13 +121,13 @@ def test_no_tracker_numbers_in_the_tree():
 
 
 def test_every_committed_results_page_opens_with_a_short_provenance_block():
-    """results/*/*.md: the block of '- **key**: ...' lines before the first blank line after it, at most 15 lines
+    """results/*/*.md: the block of '- **key**: ...' lines from '- **command**' to the next blank line, at most 15 lines
     of at most 300 characters, so that a reader's first screen is the result (runner/provenance.py)."""
     pages = sorted((REPO / "results").glob("*/*.md"))
     assert pages
     for page in pages:
         lines = page.read_text(encoding="utf-8").split("\n")
-        start = next((i for i, line in enumerate(lines) if line.startswith("- **")), None)
-        assert start is not None and start < 5, f"{page}: no provenance block near the top"
+        start = next((i for i, line in enumerate(lines) if line.startswith("- **command**: ")), None)
+        assert start is not None, f"{page}: no provenance block"  # at the top, or at the end (vectors.md, bilm.md)
         block = lines[start:next(i for i in range(start, len(lines)) if not lines[i].strip())]
         assert len(block) <= 15 and max(map(len, block)) <= 300, (page, len(block), max(map(len, block)))
