@@ -24,6 +24,17 @@ def _sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def _stand_in_manifest_and_profile(tmp_path, monkeypatch, made: dict, train_path: str):
+    """A manifest of the stand-in files ``made`` (the fetch checks against it) and a profile reading one of them."""
+    manifest = tmp_path / "manifest.tsv"
+    manifest.write_text("".join(f"{rel}\t{len(b)}\t{_sha(b)}\tstand-in\n" for rel, b in made.items()))
+    monkeypatch.setattr(data, "MANIFEST", manifest)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"tasks": ["snli"], "sweeps": ["table1"],
+                                   "knobs": {"TRAIN_PATH": "${DATA_DIR}/" + train_path}}))
+    return profile
+
+
 # ---------------------------------------------------------------- conversions on stand-ins
 
 ESNLI = {"s1.dev": "A man sleeps . \nA man sleeps . \n", "s2.dev": "He rests . \nHe runs . \n",
@@ -340,12 +351,7 @@ def snli_site(tmp_path, monkeypatch):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     made = data_convert.convert_snli(_esnli_get())
-    manifest = tmp_path / "manifest.tsv"
-    manifest.write_text("".join(f"{rel}\t{len(b)}\t{_sha(b)}\tstand-in\n" for rel, b in made.items()))
-    monkeypatch.setattr(data, "MANIFEST", manifest)
-    profile = tmp_path / "p.json"
-    profile.write_text(json.dumps({"tasks": ["snli"], "sweeps": ["table1"],
-                                   "knobs": {"TRAIN_PATH": "${DATA_DIR}/snli_small/train.jsonl"}}))
+    profile = _stand_in_manifest_and_profile(tmp_path, monkeypatch, made, "snli_small/train.jsonl")
     server = _Server(site)
     yield server, profile, made
     server.close()
@@ -409,12 +415,7 @@ def test_fetch_makes_lm_corpus_from_its_origins_over_loopback(tmp_path, monkeypa
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(text.encode("latin-1" if "reut" in origin else "utf-8"))
     made = data_lmcorpus.build(lambda origin: (site / origin.replace("@", "/", 1).replace(":", "/", 1)).read_bytes())
-    manifest = tmp_path / "manifest.tsv"
-    manifest.write_text("".join(f"{rel}\t{len(b)}\t{_sha(b)}\tstand-in\n" for rel, b in made.items()))
-    monkeypatch.setattr(data, "MANIFEST", manifest)
-    profile = tmp_path / "p.json"
-    profile.write_text(json.dumps({"tasks": ["snli"], "sweeps": ["table1"],
-                                   "knobs": {"TRAIN_PATH": "${DATA_DIR}/lm_corpus/wikinews_00.txt"}}))
+    profile = _stand_in_manifest_and_profile(tmp_path, monkeypatch, made, "lm_corpus/wikinews_00.txt")
     server = _Server(site)
     try:
         into = tmp_path / "data"
