@@ -103,21 +103,23 @@ def _keep_best(model_dir: Path, epochs: int, state_path: Path, training_state: d
 
 
 def _last_checkpoint(model_dir: Path) -> Tuple[Optional[int], Optional[str]]:
-    """Epochs completed at the newest checkpoint of allennlp's in ``model_dir`` whose two files load (a training
-    killed while writing one leaves it cut short: that one is removed and the one before is used), made to give the
-    best epoch's model (_keep_best); or (None, why not)."""
+    """Epochs completed at the newest checkpoint of allennlp's in ``model_dir`` whose two files load, made to give the
+    best epoch's model (_keep_best); or (None, why not). A training killed while writing a checkpoint leaves it cut
+    short, or leaves its model_state without its training_state (allennlp checkpointer.py:206-214 writes the model's
+    first); that one is removed and the one before is used: `--recover` takes the newest model_state for the
+    checkpoint (checkpointer.py find_latest_checkpoint) and crashed on the training_state it lacked."""
     import torch
 
-    states = {}
-    for path in model_dir.glob("training_state_e*_b0.th"):
-        match = re.fullmatch(r"training_state_e(\d+)_b0\.th", path.name)
+    epochs_seen = set()
+    for path in model_dir.glob("*_state_e*_b0.th"):
+        match = re.fullmatch(r"(?:training|model)_state_e(\d+)_b0\.th", path.name)
         if match:
-            states[int(match.group(1))] = path
-    for epochs in sorted(states, reverse=True):
-        files = [states[epochs], model_dir / f"model_state_e{epochs}_b0.th"]
+            epochs_seen.add(int(match.group(1)))
+    for epochs in sorted(epochs_seen, reverse=True):
+        files = [model_dir / f"training_state_e{epochs}_b0.th", model_dir / f"model_state_e{epochs}_b0.th"]
         try:
             training_state, model_state = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
-        except Exception:  # noqa: BLE001  (a cut-short file: any unpickling error)
+        except Exception:  # noqa: BLE001  (a missing or cut-short file: any unpickling error)
             for f in files:
                 f.unlink(missing_ok=True)
             continue

@@ -99,7 +99,7 @@ def _checkpointed_run(tmp_path, knobs, epochs=2, average=None):
     return run_dir
 
 
-CHANGES = {"none": None, "cut_short_checkpoint": None, "moving_average": None, "first_epoch_best": None,
+CHANGES = {"none": None, "cut_short_checkpoint": None, "model_state_alone": None, "moving_average": None, "first_epoch_best": None,
            "knobs": "its knobs changed", "code": "the training code (elmo_module, tasks, jsonnet_configs) changed",
            "crashed": "its last attempt crashed", "best_gone": "the weights of its best epoch (1)"}
 
@@ -114,12 +114,14 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
     monkeypatch.setattr(resume, "_same_training_code", lambda a, b: change != "code")
     monkeypatch.setattr(execute, "training_code_changed", lambda: False)
     best_at_start, named = [], []  # best.th as the training starts (deleted once the run is done), what the state names
+    newer_at_start = []  # a file of a checkpoint newer than the one it goes on from, as the training starts
     real = execute.train_command
 
     def command(task, model):
         best, state = Path(model) / "best.th", Path(model) / "training_state_e2_b0.th"
         best_at_start.append(torch.load(best, weights_only=False) if best.is_file() else None)
         named.append(torch.load(state, weights_only=False).get("best_model_filename") if state.is_file() else None)
+        newer_at_start.append(any((Path(model) / f"{k}_state_e3_b0.th").exists() for k in ("training", "model")))
         return real(task, model)
 
     monkeypatch.setattr(execute, "train_command", command)
@@ -130,6 +132,8 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
     if change == "cut_short_checkpoint":  # the newest checkpoint was being written when the session ended
         (run_dir / "model" / "training_state_e3_b0.th").write_bytes(b"\x80\x02cut")
         (run_dir / "model" / "model_state_e3_b0.th").write_bytes(b"")
+    if change == "model_state_alone":  # killed between the two writes of the newest checkpoint (model_state first)
+        torch.save({"weights": 3}, run_dir / "model" / "model_state_e3_b0.th")
     if change in ("first_epoch_best", "best_gone"):  # epoch 1 stays the best; allennlp's checkpoint names no best.th
         torch.save({"metric_tracker": {"best_epoch": 0}, "best_model_filename": None},
                    run_dir / "model" / "training_state_e2_b0.th")
@@ -144,7 +148,7 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
         assert "attempt 2: goes on from the checkpoint after epoch 2" in log
         assert [a["from_epoch"] for a in result["attempts"]] == [0, 2]
         assert result["wall_time_s"] >= 99  # the first attempt's kept work counts
-        assert not (run_dir / "model" / "training_state_e3_b0.th").exists()
+        assert newer_at_start == [False]  # `--recover` takes the newest model_state for the checkpoint
         # the checkpoint's epoch was the best: best.th is its state, with the averaged weights where it has them;
         # an earlier best stays; and the checkpoint names best.th, so that allennlp tests it if no later epoch wins
         weights = "averaged" if change == "moving_average" else 2
@@ -235,6 +239,11 @@ def killed_and_resumed(tmp_path_factory):
     killed = time.time()
     [run_dir] = [p.parent.parent for p in (tmp_path / "runs").glob("ner/*/model/config.json")]
     assert not (run_dir / "result.json").exists()
+    # and as if the kill had landed between allennlp's two writes of the next checkpoint (checkpointer.py:206-214,
+    # the model's state first): its model_state alone, which `--recover` took for the newest checkpoint and crashed
+    # on the training_state it lacks (CI, 2026-11-29)
+    newest = max(int(p.name[len("model_state_e"):-len("_b0.th")]) for p in run_dir.glob("model/model_state_e*_b0.th"))
+    shutil.copy(run_dir / "model" / f"model_state_e{newest}_b0.th", run_dir / "model" / f"model_state_e{newest + 1}_b0.th")
     with pytest.MonkeyPatch.context() as patch:  # the second runner in this process: a working tree with changes
         patch.setattr(resume, "_same_training_code", lambda a, b: True)  # (a clean clone needs no patch)
         patch.setattr(execute, "training_code_changed", lambda: False)
