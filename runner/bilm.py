@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from runner.execute import _die_with_parent, _live, _live_lock, child_pythonpath, repo_relative, write_json
-from runner.spec import REPO, SpecError, expand, repo_path
+from runner.spec import REPO, SpecError, canonical, expand, repo_path
 
 
 def _option(args: List[str], name: str) -> Optional[str]:
@@ -58,7 +58,9 @@ def _options(args: List[str]) -> Dict[str, List[str]]:
 def check_settings(out: Path, args: List[str], what: str) -> None:
     """A stage's output made with other args than the profile's now is neither reused nor resumed (a finished
     pretraining was "done" whatever its args; a checkpoint went on under the new ones): a one-line error naming the
-    options that differ. Outputs written before the runner recorded args are not checked."""
+    options that differ. Outputs written before the runner recorded args are not checked. Paths are compared as the
+    files they name under the default data root (spec.canonical): a stage recorded with ``../shared/data/x`` was made
+    by a profile now written ``${DATA_DIR}/x``, whatever DATA_DIR is (the bytes are keyed apart: _changed)."""
     path = out / SETTINGS
     if not path.is_file():
         return
@@ -67,8 +69,12 @@ def check_settings(out: Path, args: List[str], what: str) -> None:
     def shown(options, name):
         return "(absent)" if name not in options else " ".join(options[name]) or "(set)"
 
+    def same(name):
+        return [canonical(expand(a)) for a in old.get(name, ["(absent)"])] == [
+            canonical(expand(a)) for a in new.get(name, ["(absent)"])]
+
     changed = [f"{name} {shown(old, name)} -> {shown(new, name)}" for name in sorted(set(old) | set(new))
-               if old.get(name) != new.get(name)]
+               if not same(name)]
     if changed:
         raise SpecError(f"{what}: {out} was made with other settings than the profile's ({'; '.join(changed)}): "
                         f"remove {out} to make it again, or put the profile's args back")

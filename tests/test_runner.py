@@ -241,6 +241,21 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     assert len(json.loads((tmp_path / "bilm" / "stages.json").read_text())) == 1  # nothing was trained
 
 
+def test_a_stage_made_before_its_profile_named_the_data_root_is_still_its_stage(tmp_path, monkeypatch):
+    """small's stages recorded ``../shared/data/...`` before its profile read ``${DATA_DIR}/...``: the next runner
+    refused its own half-made biLM as made "with other settings" (2026-11-29). The same files are the same args,
+    under any DATA_DIR; another file is not."""
+    from runner.bilm import _record_settings, check_settings
+    from runner.spec import SpecError
+
+    _record_settings(tmp_path, ["--train", "../shared/data/lm/a.txt", "--epochs", "1"], {})
+    for root in (None, str(tmp_path / "elsewhere")):
+        monkeypatch.delenv("DATA_DIR", raising=False) if root is None else monkeypatch.setenv("DATA_DIR", root)
+        check_settings(tmp_path, ["--train", "${DATA_DIR}/lm/a.txt", "--epochs", "1"], "biLM pretraining")
+        with pytest.raises(SpecError, match=r"\(--train \.\./shared/data/lm/a\.txt -> \$\{DATA_DIR\}/lm/b\.txt\)"):
+            check_settings(tmp_path, ["--train", "${DATA_DIR}/lm/b.txt", "--epochs", "1"], "biLM pretraining")
+
+
 def test_pretraining_stopped_by_minutes_is_not_done(tmp_path):
     from runner.bilm import pretraining_done
 
