@@ -284,7 +284,8 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         else:
             resume = ["--resume"] if (out / "checkpoint.pt").is_file() else []
             _record_settings(out, pre["args"], inputs)
-            _call([*python, "pretrain", *pre["args"], *_device(device, pre["args"]), "--out", str(out), *resume],
+            args = [expand(a) for a in pre["args"]]  # (${DATA_DIR}: the profiles' data root)
+            _call([*python, "pretrain", *args, *_device(device, args), "--out", str(out), *resume],
                   out, out / "pretrain.log", "biLM pretraining", show=not quiet)
             if not pretraining_done(out, pre["args"]):
                 raise SpecError(f"biLM pretraining stopped before its budget (--minutes?); run again to resume it "
@@ -314,7 +315,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
             source = _finetune_source(profile, fine)  # a missing source is named now (one line)
         shutil.rmtree(target, ignore_errors=True)  # an interrupted fine-tuning starts again
         text = task_text(task, task_knobs[task], target.parent / "text")
-        args = fine.get("args", [])
+        args = [expand(a) for a in fine.get("args", [])]
         todo.append(([*python, "finetune", *source, "--train", str(text["train"]), "--dev", str(text["dev"]),
                       "--tokenize", "whitespace", *args, *_device(device, args), "--out", str(target)],
                      target, target.parent / f"finetune-{task}.log", what, inputs))

@@ -180,15 +180,16 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     (tmp_path / "options.json").write_text(json.dumps(TINY_OPTIONS))
     tuned = tmp_path / "bilm-ner"
     profile = {**PROFILE, "bilm": {
-        "pretrain": {"out": str(tmp_path / "bilm"),
-                     "args": ["--options", str(tmp_path / "options.json"), "--train", str(tmp_path / "train.txt"),
-                              "--heldout", str(tmp_path / "heldout.txt"), "--tokens", "400", "--batch-size", "8",
+        "pretrain": {"out": str(tmp_path / "bilm"),  # the text under the data root, as the profiles name it
+                     "args": ["--options", str(tmp_path / "options.json"), "--train", "${DATA_DIR}/train.txt",
+                              "--heldout", "${DATA_DIR}/heldout.txt", "--tokens", "400", "--batch-size", "8",
                               "--unroll", "10", "--threads", "1"]},
         "finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"),
                      "args": ["--batch-size", "4", "--unroll", "5", "--threads", "1"]}},
         "task_knobs": {"ner": {"ELMO_OPTIONS": str(tuned / "options.json"),
                                "ELMO_WEIGHTS": str(tuned / "weights.hdf5")}}}
-    run = lambda *extra: subprocess.run(runner_command(tmp_path, profile, *extra), cwd=REPO, env=runner_env(tmp_path),
+    env = {**runner_env(tmp_path), "DATA_DIR": str(tmp_path)}  # (before, pretrain was given "${DATA_DIR}/train.txt")
+    run = lambda *extra: subprocess.run(runner_command(tmp_path, profile, *extra), cwd=REPO, env=env,
                                         capture_output=True, text=True, timeout=600)
     first = run("--baselines-only")  # no biLM needed: nothing is pretrained
     assert first.returncode == 0, first.stderr[-2000:]
