@@ -275,7 +275,8 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     header += [f"{k} (paper)" for k in paper_only]
     rows, summary, diff_rows = [], [], []
     groups = _groups(sweep, cells)
-    others = [label for label in labels if label != "baseline"] if "baseline" in labels else []
+    reference = sweep.get("reference", "baseline")  # the column every other is differenced from, seed by seed
+    others = [label for label in labels if label != reference] if reference in labels else []
     for task in sweep["tasks"]:
         decimals, row, means, aggs = DECIMALS.get(task, 1), [task], {}, {}
         for label in labels:
@@ -284,9 +285,9 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             row += [cell_text(agg, decimals, notes, f"{task}/{label}"), _paper_text(paper_table, label, task, decimals)]
             summary.append(dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg))
         if others:
-            diffs = {label: paired_difference(aggs[label], aggs["baseline"]) for label in others}
+            diffs = {label: paired_difference(aggs[label], aggs[reference]) for label in others}
             for entry in summary[-len(labels):]:
-                entry["minus_baseline"] = diffs.get(entry["column"])
+                entry["minus_baseline" if reference == "baseline" else f"minus {reference}"] = diffs.get(entry["column"])
             diff_rows.append([task] + [difference_text(diffs[label], decimals) for label in others])
         if with_increase:
             paper_values = [_paper_number(paper_table.get(k, {}).get(task)) for k in ("baseline", "ELMo")]
@@ -308,10 +309,10 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
                             f"seed {k}: {v:.{decimals}f}" for k, v in sorted(by_seed.items())) + ")")
             extra += f"\n| {task} | " + " | ".join(cols) + " |"
     if others:
-        extra += ("\n\n## Difference to the baseline, seed by seed\n\nMean ± sample std of (column − baseline) over the "
-                  "seeds where both runs finished (same SEED: the same random-number seeds and, on a training subset, the same subset). "
-                  "The paired tests and verdicts of the paper's claims: claims.md.\n\n")
-        extra += "\n".join(["| task | " + " | ".join(f"{l} − baseline" for l in others) + " |",
+        extra += (f"\n\n## Difference to the {reference}, seed by seed\n\nMean ± sample std of (column − {reference}) "
+                  "over the seeds where both runs finished (same SEED: the same random-number seeds and, on a training "
+                  "subset, the same subset). The paired tests and verdicts of the paper's claims: claims.md.\n\n")
+        extra += "\n".join(["| task | " + " | ".join(f"{l} − {reference}" for l in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     extra += at_cap_text(summary)
     write_atomic(out_dir / f"{sweep['name']}.md",

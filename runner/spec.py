@@ -128,8 +128,8 @@ _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an inte
 # (and its builder in runner/results.py); a kind with "columns" expands to runs, one per column, x value and seed.
 SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
 SWEEP_KINDS = {
-    "table": {"split", "columns", "seeds", "first_seed", "seeds_added_later"},
-    "curve": {"split", "columns", "seeds", "first_seed", "seeds_added_later", "x"},
+    "table": {"split", "columns", "reference", "seeds", "first_seed", "seeds_added_later"},
+    "curve": {"split", "columns", "reference", "seeds", "first_seed", "seeds_added_later", "x"},
     "mix_weights": {"from"},
     **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/probe_runs.py
 }
@@ -283,6 +283,9 @@ def check_sweep(sweep: dict, where: str) -> None:
                                  column["label"])
             labels.add(column["label"])
             _check_knob_settings(where, f"columns[{i}].knobs", column.get("knobs", {}), per_task=True)
+        if "reference" in sweep and sweep["reference"] not in labels:  # the column the others are differenced from
+            raise _key_error(where, "reference", "the label of one of its columns (" + ", ".join(
+                repr(c["label"]) for c in columns) + ")", sweep["reference"])
     seeds = sweep.get("seeds", {})
     if not isinstance(seeds, dict):
         raise _key_error(where, "seeds", "an object task|'default' -> number of seeds", seeds)

@@ -541,3 +541,27 @@ def test_no_finished_run_no_list_of_commits(tmp_path):
     assert "- **runs_made**: none finished\n" in (tmp_path / "figure2.md").read_text()
     assert not (tmp_path / "runs_made.tsv").exists()
     assert json.loads((tmp_path / "summary.json").read_text())["provenance"]["runs_made"] == "none finished"
+
+
+def test_a_sweep_differences_its_columns_from_its_reference_column(tmp_path):
+    """A precision check has no baseline: `reference` names the column the others are differenced from, seed by seed
+    (before, only a column labelled "baseline" was); a reference that names no column is one line at the profile."""
+    from runner.spec import SpecError, check_sweep
+
+    dev = {("ELMo", 1): 80.0, ("ELMo", 2): 82.0, ("ELMo", 3): 81.0,
+           ("ELMo bfloat16", 1): 80.5, ("ELMo bfloat16", 2): 81.0, ("ELMo bfloat16", 3): 81.0}
+    cells = [Cell(sweep="table1", task="ner", column=column, x=None, seed=seed,
+                  run_dir=finished(tmp_path / "runs" / f"{column}-{seed}", "ner", seed, value / 100, value / 100))
+             for (column, seed), value in dev.items()]
+    sweep = {"name": "table1", "kind": "table", "title": "Table 1", "split": "dev", "tasks": ["ner"],
+             "seeds": {"default": 3}, "columns": [{"label": "ELMo"}, {"label": "ELMo bfloat16"}], "reference": "ELMo"}
+    check_sweep(sweep, "profile 'p'")
+    summary = build_results([sweep], cells, {}, tmp_path / "out", PROVENANCE)
+    table = (tmp_path / "out" / "table1.md").read_text()
+    assert "## Difference to the ELMo, seed by seed" in table
+    assert row_of(table.split("seed by seed")[-1], "ner")[1].startswith("-0.17 ± 0.76")  # (+0.5, -1.0, 0.0)
+    [_, bf16] = [c for c in summary["sweeps"]["table1"]["cells"]]
+    assert bf16["minus ELMo"]["mean"] == pytest.approx(-0.5 / 3)
+    with pytest.raises(SpecError, match=r"reference.*the label of one of its columns \('ELMo', 'ELMo bfloat16'\).*"
+                                        r"'baseline'"):
+        check_sweep({**sweep, "reference": "baseline"}, "profile 'p'")
