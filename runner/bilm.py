@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execute import _die_with_parent, _live, _live_lock, child_pythonpath, repo_relative, write_json
+from runner.execute import (_die_with_parent, _live, _live_lock, _stopping, child_pythonpath, repo_relative,
+                            write_json)
 from runner.spec import REPO, SpecError, canonical, expand, repo_path
 
 
@@ -196,10 +197,12 @@ def _call(command: List[str], out: Path, log: Path, what: str, show: bool = True
     started = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
-                                   preexec_fn=_die_with_parent)  # a killed runner leaves no stage behind
-        with _live_lock:  # stop_runs() (Ctrl-C while baseline runs train beside this stage) stops it too
+        with _live_lock:  # stop_runs() (Ctrl-C, or the word vectors failing beside this stage) stops it too; checked
+            if _stopping.is_set():  # and registered together: a stage started just after stop_runs() went on for
+                raise SpecError(f"{what}: not started, the runner is stopping")  # hours (the runner waiting on it)
+            process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
+                                       preexec_fn=_die_with_parent)  # a killed runner leaves no stage behind
             _live.add(process)
         try:
             for chunk in iter(lambda: process.stdout.read1(4096), b""):
