@@ -351,6 +351,26 @@ def test_word_vectors_are_made_beside_the_pretraining_and_the_baselines_wait_for
     assert baseline["inputs"]["GLOVE_PATH"] == hashlib.sha256(vectors).hexdigest()
 
 
+def test_a_stage_about_to_start_while_the_runner_stops_does_not_start(tmp_path):
+    """The word vectors failed while the pretraining beside them was still reading its text: stop_runs() found no
+    stage process, the pretraining started just after and the runner waited on it for hours (the test below hung
+    600 s under load, 2026-11-29). A stage checks the stop and registers under one lock, as the runs do."""
+    import runner.execute as execute
+    from runner.bilm import _call
+    from runner.spec import SpecError
+
+    marker = tmp_path / "started"
+    execute._stopping.set()
+    try:
+        with pytest.raises(SpecError, match="biLM pretraining: not started, the runner is stopping"):
+            _call([sys.executable, "-c", f"open({str(marker)!r}, 'w')"], tmp_path, tmp_path / "log.txt",
+                  "biLM pretraining")
+    finally:
+        execute._stopping.clear()
+    time.sleep(1)
+    assert not marker.exists() and not execute._live
+
+
 def test_failed_word_vectors_start_no_baseline_and_stop_the_pretraining(tmp_path):
     heldout = tmp_path / "heldout"  # the vectors stage refuses held-out text (runner/vectors.py): it fails at once
     heldout.mkdir()
