@@ -117,7 +117,7 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str,
-                "vectors": dict, "run_order": str}
+                "vectors": dict, "run_order": str, "replicates": str}
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/vectors.py
@@ -222,6 +222,10 @@ def check_profile(profile, path) -> None:
         raise _key_error(where, "jobs", "an integer >= 1", profile["jobs"])
     if profile.get("run_order", "tasks") not in RUN_ORDERS:
         raise _key_error(where, "run_order", " or ".join(RUN_ORDERS), profile["run_order"])
+    if "replicates" in profile and not (REPO / "results" / profile["replicates"] / "claims.json").is_file():
+        raise _key_error(where, "replicates", "the name of a profile whose results/<name>/claims.json exists (the "
+                         "exploratory verdicts this profile's are shown beside: runner/replication.py)",
+                         profile["replicates"])
     if profile.get("device", "cpu") not in DEVICES:
         raise _key_error(where, "device", " or ".join(DEVICES), profile["device"])
     for stage, spec in profile.get("bilm", {}).items():

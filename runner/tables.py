@@ -70,6 +70,16 @@ def build_tables(plan, args, argv, started: float) -> int:
 
         write_atomic(results_dir / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),
                                                             provenance_lines(provenance), profile.get("tasks")))
+    if profile.get("replicates"):  # a confirmatory profile: its verdicts beside the exploratory profile's
+        from runner.replication import write_replication
+        from runner.results import provenance_lines
+        from runner.spec import SpecError
+
+        try:
+            write_replication(results_dir, profile["replicates"], REPO, provenance_lines(provenance))
+        except SpecError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     from runner.report import ReportError, write_report  # the verdicts at a glance: claims.png/.svg and index.html
 
     try:

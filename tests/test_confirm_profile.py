@@ -82,3 +82,45 @@ def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_lat
     _git(tmp_path, "commit", "-qam", "change", when=3_000_000)
     assert "changed 1 time(s) since (git log)" in declaration("p.json", runs, tmp_path)
     assert declaration("other.json", runs, tmp_path) is None and declaration("p.json", runs, tmp_path / "no") is None
+
+
+def test_the_replication_page_sets_each_verdict_beside_the_exploratory_one(tmp_path):
+    """replication.md: per claim, the paper, the exploratory profile's difference, seeds and verdict, and this
+    profile's, each read from its own claims.json (never pooled); a profile it cannot find is one line."""
+    from runner.replication import write_replication
+    from runner.spec import SpecError
+
+    def claim(claim_id, diff, seeds, verdict, why=None):
+        return {"id": claim_id, "section": "Table 1 (Sec. 4)", "text": f"ELMo improves {claim_id[7:]}",
+                "paper": "+4.7", "diff": diff, "seeds": seeds, "verdict": verdict, **({"why": why} if why else {})}
+
+    (tmp_path / "results" / "small").mkdir(parents=True)
+    (tmp_path / "results" / "small" / "claims.json").write_text(json.dumps({"claims": [
+        claim("table1.squad", 3.71, [1, 2, 3], "not decidable", "seeds p = 0.0521 (≥ 0.05)"),
+        claim("table1.srl", 9.0, [1, 2, 3], "supports")]}))
+    ours = tmp_path / "results" / "small_confirm"
+    ours.mkdir()
+    (ours / "claims.json").write_text(json.dumps({"claims": [
+        claim("table1.squad", 3.2, [6, 7, 8, 9, 10], "supports"), claim("table1.srl", 8.1, [6, 7, 8, 9, 10], "supports"),
+        claim("table1.sst", 0.1, [6, 7, 8, 9, 10], "not decidable")]}))
+    write_replication(ours, "small", tmp_path, ["- **command**: test"])
+    page = (ours / "replication.md").read_text()
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in page.splitlines() if line.startswith("| Table 1")}
+    assert rows["| Table 1 (Sec. 4): ELMo improves squad"][2:] == [
+        "+3.71", "1, 2, 3", "**not decidable** (seeds p = 0.0521 (≥ 0.05))", "+3.20", "6, 7, 8, 9, 10", "**supports**",
+        "no |"]
+    assert rows["| Table 1 (Sec. 4): ELMo improves srl"][-1] == "yes |"
+    assert rows["| Table 1 (Sec. 4): ELMo improves sst"][2:5] == ["—", "—", "not tested"]
+    assert "1 of 3 claims reach the same verdict in both profiles." in page and "- **command**: test" in page
+    with pytest.raises(SpecError, match=r"key 'replicates' \('nowhere'\): .*results/nowhere/claims.json is missing"):
+        write_replication(ours, "nowhere", tmp_path, [])
+
+
+def test_a_profile_replicating_one_without_results_is_refused_at_once():
+    from runner.spec import SpecError, check_profile
+
+    profile = {"sweeps": ["table1"], "tasks": ["ner"], "replicates": "no_such_profile"}
+    with pytest.raises(SpecError, match=r"key 'replicates': expected the name of a profile whose "
+                                        r"results/<name>/claims.json exists .* found 'no_such_profile'"):
+        check_profile(profile, "p.json")
+    check_profile({**profile, "replicates": "small"}, "p.json")
