@@ -70,12 +70,12 @@ def check_settings(out: Path, args: List[str], what: str) -> None:
     def shown(options, name):
         return "(absent)" if name not in options else " ".join(options[name]) or "(set)"
 
-    def same(name):
-        return [canonical(expand(a)) for a in old.get(name, ["(absent)"])] == [
-            canonical(expand(a)) for a in new.get(name, ["(absent)"])]
+    def files(options):  # what the values name, under the default data root
+        return {name: [canonical(expand(a)) for a in values] for name, values in options.items()}
 
+    old_files, new_files = files(old), files(new)
     changed = [f"{name} {shown(old, name)} -> {shown(new, name)}" for name in sorted(set(old) | set(new))
-               if not same(name)]
+               if old_files.get(name) != new_files.get(name)]
     if changed:
         raise SpecError(f"{what}: {out} was made with other settings than the profile's ({'; '.join(changed)}): "
                         f"remove {out} to make it again, or put the profile's args back")
