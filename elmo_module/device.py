@@ -24,6 +24,17 @@ def kernels_run_on(capability: Tuple[int, int], arch_list: Iterable[str]) -> boo
     return False
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what the platform module says)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+
+        return platform.processor() or "unknown CPU"
+
+
 def cuda_problem(index: int = 0) -> Optional[str]:
     """None if torch can run kernels on GPU ``index``; otherwise a one-line reason."""
     import torch

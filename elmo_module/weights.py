@@ -101,7 +101,7 @@ def read_arrays(weights_path, options: BiLmOptions, options_source: str = "optio
 def load_bilm(options_path, weights_path, stateful: bool = False, precision: str = "float32") -> ElmoBiLm:
     """An ``ElmoBiLm`` with the weights of an official (or our) ``options.json`` + hdf5 pair; ``precision`` is its
     forward's (``elmo_module.precision``: the weights stay float32)."""
-    check_precision(precision, what="precision")
+    check_precision(precision, None, what="precision")  # the device is known at the first forward
     options = BiLmOptions.load(options_path)
     arrays = read_arrays(weights_path, options, options_source=f"options '{options_path}'")
     bilm = ElmoBiLm(options, stateful=stateful, precision=precision)

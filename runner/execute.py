@@ -149,17 +149,12 @@ def stop_runs(grace_s: float = 10.0) -> int:
 
 
 def hardware() -> str:
-    cpu = ""
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        import platform
-
-        cpu = platform.processor() or ""
     import torch
 
+    from elmo_module.device import cpu_name
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, torch {torch.__version__}"
+    return f"{os.cpu_count()} CPU cores ({cpu_name()}), {gpu}, torch {torch.__version__}"
 
 
 CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")

@@ -31,6 +31,7 @@ def run_stages(plan, args, wanted, gpus, stage_device, archive):
     check_stage_outputs(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
+    check_bfloat16(profile, unrun, stages and stages_pending(profile, task_knobs), stage_device)
     beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2
               and stages_pending(profile, task_knobs))
     vectors = bool(profile.get("vectors")) and bool(unrun)  # the baselines' word vectors, before any baseline
@@ -48,6 +49,30 @@ def run_stages(plan, args, wanted, gpus, stage_device, archive):
 
         archive_bilm(profile, plan.results_dir / "bilm")
     return check_finished(plan.runs, run_dir, plan.runs_dir, redo_stale=args.redo_stale)
+
+
+def check_bfloat16(profile: dict, unrun, stages: bool, stage_device: str) -> None:
+    """bfloat16 asked of a CPU without bfloat16 kernels (elmo_module/precision.py says what happens there), refused in
+    one line before any stage or run starts: the biLM stages to run with --precision bfloat16 (``stages``: some are
+    to run, on ``stage_device``), the runs to train on the CPU with ELMO_PRECISION or TASK_PRECISION bfloat16."""
+    from elmo_module.precision import ALLOW_SLOW, cpu_bfloat16_problem
+    from runner.bilm import _option
+
+    asks = []
+    if stages and stage_device == "cpu":
+        spec = profile.get("bilm") or {}
+        asks += [f"the biLM's {kind} stage (--precision bfloat16)" for kind in ("pretrain", "finetune")
+                 if _option(spec.get(kind, {}).get("args", []), "--precision") == "bfloat16"]
+    if profile.get("device", "cpu") == "cpu":
+        for knob in ("ELMO_PRECISION", "TASK_PRECISION"):
+            count = sum(r.knob_dict.get(knob) == "bfloat16" for r in unrun)
+            asks += [f"{count} run(s) with {knob}=bfloat16"] if count else []
+    problem = cpu_bfloat16_problem() if asks else None
+    if problem:
+        raise SpecError(f"profile '{profile['name']}' asks for bfloat16 on the CPU ({', '.join(asks)}), but {problem}. "
+                        f"Run it on a CPU with AVX-512 or AMX or on a GPU (--device cuda), give --precision / "
+                        f"--task-precision float32 where a knob asks (a stage's --precision is the profile's protocol: "
+                        f"float32 there makes another biLM), or set {ALLOW_SLOW}=1 to run it anyway")
 
 
 def _check_inputs(profile, runs, exclude=(), probes=()):

@@ -80,7 +80,7 @@ class TaskPrecisionCallback(TrainerCallback):
 
     def __init__(self, serialization_dir: str, precision: str = "float32") -> None:
         super().__init__(serialization_dir)
-        check_precision(precision, what="TASK_PRECISION")
+        check_precision(precision, None, what="TASK_PRECISION")  # the device: on_start
         self.precision = precision
 
     def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:

@@ -10,6 +10,24 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
+# bfloat16 on a CPU without oneDNN's bfloat16 kernels is refused for users (elmo_module/precision.py); the tests
+# check bfloat16's numbers on every CPU, slowly there, and tests/test_cpu_bfloat16.py takes the flag away to check
+# the refusal itself.
+os.environ.setdefault("ELMO_ALLOW_SLOW_BFLOAT16", "1")
+
+
+def _cpu_has_bfloat16() -> bool:
+    from elmo_module.precision import cpu_has_bfloat16
+
+    return cpu_has_bfloat16()
+
+
+# torch's own LSTM under bfloat16 autocast fails on such a CPU ("could not create a primitive descriptor for the LSTM
+# forward propagation primitive", torch 2.9.1 on an AVX2 AMD EPYC): the task models' bfloat16 trainings need the kernels
+needs_cpu_bfloat16 = pytest.mark.skipif(not _cpu_has_bfloat16(),
+                                        reason="this CPU has no oneDNN bfloat16 kernels (AVX-512 or ARM bf16): torch's "
+                                               "LSTM fails under bfloat16 autocast here")
+
 
 @pytest.fixture
 def one_thread():
