@@ -536,5 +536,22 @@ def run_preflight(profile: dict, runs, cells, args) -> Optional[int]:
         for i, problem in enumerate(problems, start=1):
             print(f"  {i}. {problem}", file=sys.stderr)
         return 2
+    if args.check:
+        plan += bfloat16_note(profile, runs)
     print("\n".join(plan), flush=True)
     return 0 if args.check else None
+
+
+def bfloat16_note(profile: dict, runs) -> List[str]:
+    """--check: the refusal the runner would give for bfloat16 on this CPU (runner/stages.py check_bfloat16), as a note:
+    which runs are finished is known only once the archive is restored, so every run of the plan counts here."""
+    from runner.bilm import stages_pending
+    from runner.spec import SpecError
+    from runner.stages import check_bfloat16
+
+    device = profile.get("device", "cpu")
+    try:
+        check_bfloat16(profile, runs, stages_pending(profile, {r.task: r.knob_dict for r in runs}), device)
+    except SpecError as e:
+        return [f"bfloat16, refused when a stage or run that asks for it is still to do: {e}"]
+    return []

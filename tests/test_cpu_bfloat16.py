@@ -76,7 +76,7 @@ def test_task_precision_bfloat16_is_refused_when_training_starts_on_the_cpu(no_k
 
 
 def _runs(**knobs):
-    return [SimpleNamespace(knob_dict={"ELMO": "input", **knobs})]
+    return [SimpleNamespace(task="ner", knob_dict={"ELMO": "input", **knobs})]
 
 
 def test_the_runner_refuses_a_profile_asking_bfloat16_of_the_cpu_before_any_stage_or_run(no_kernels):
@@ -128,3 +128,15 @@ def test_on_this_cpu_the_real_runner_stops_in_one_line_before_any_run(tmp_path):
     assert last.startswith("error: profile 'default' asks for bfloat16 on the CPU (48 run(s) with TASK_PRECISION="
                            "bfloat16), but this CPU ("), last
     assert not list(tmp_path.glob("runs/**/result.json")) and not (tmp_path / "results" / "table1.md").exists()
+
+
+def test_check_notes_the_refusal_without_stopping(no_kernels):
+    from runner.preflight import bfloat16_note
+
+    profile = {"name": "p", "bilm": {"pretrain": {"out": "/nonexistent/bilm", "args": ["--precision", "bfloat16"]}}}
+    note = bfloat16_note(profile, _runs())
+    assert len(note) == 1 and note[0].startswith("bfloat16, refused when a stage or run that asks for it is still to "
+                                                 "do: profile 'p' asks for bfloat16 on the CPU (the biLM's pretrain"), note
+    assert bfloat16_note({**profile, "device": "cuda"}, _runs()) == []
+    no_kernels.setattr(precision, "cpu_has_bfloat16", lambda: True)
+    assert bfloat16_note(profile, _runs()) == []
