@@ -140,3 +140,16 @@ def test_check_notes_the_refusal_without_stopping(no_kernels):
     assert bfloat16_note({**profile, "device": "cuda"}, _runs()) == []
     no_kernels.setattr(precision, "cpu_has_bfloat16", lambda: True)
     assert bfloat16_note(profile, _runs()) == []
+
+
+def test_the_cpu_check_tool_says_what_this_cpu_does_and_what_the_suite_decides(capsys, monkeypatch):
+    from tools.cpu_bfloat16_check import main
+
+    monkeypatch.delenv(precision.ALLOW_SLOW, raising=False)
+    assert main(["--reps", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("CPU: ") and f"bf16_supported): {precision.cpu_has_bfloat16()}" in lines[0]
+    assert "bfloat16 runs at" in lines[1] and "under bfloat16 autocast" in lines[2]
+    assert lines[3].startswith("torch.nn.LSTM under bfloat16 autocast: ")
+    assert lines[4] == "elmo_module: bfloat16 allowed here" if precision.cpu_has_bfloat16() else (
+        lines[4].startswith("elmo_module refuses bfloat16 here: this CPU ("))
