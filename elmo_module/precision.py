@@ -12,13 +12,13 @@ range, so no loss scaling is needed in training (unlike float16).
 bfloat16 pays on a CPU only where torch's oneDNN has bfloat16 kernels: x86 with AVX-512 (BW, VL, DQ; the BF16 and AMX
 extensions run it natively) or ARM with bf16, torch's own test (``torch.ops.mkldnn._is_mkldnn_bf16_supported``,
 ATen's ``mkldnn_bf16_device_check``). Below that (an AVX2-only CPU: AMD Zen 2/3, Intel before Skylake-SP, most
-laptops) a bfloat16 GEMM takes a reference loop: measured on an AVX2 AMD EPYC with torch 2.9.1, 1 thread, a
-32×512 @ 512×2048 product 270 ms against 2.5 ms in float32, a linear layer under autocast 7× slower, the mini biLM's
-pretraining at 0.11× float32's tokens/s (``tools/lstm_backward_bench.py --size mini``), and ``torch.nn.LSTM`` under
-bfloat16 autocast fails ("could not create a primitive descriptor for the LSTM forward propagation primitive").
-So bfloat16 on such a CPU is refused in one line before any work (``check_precision``, the runner's preflight, and
-at the first bfloat16 forward for code that built the model without naming its device); ``ELMO_ALLOW_SLOW_BFLOAT16=1``
-runs it anyway.
+laptops) a bfloat16 GEMM takes a slow loop: measured on an AVX2 AMD EPYC with torch 2.9.1, 1 thread
+(docs/speed.md "CPUs without bfloat16 kernels"), a bare 32×512 @ 512×2048 product ~50-100× slower than float32, a
+linear layer under autocast ~7× slower, the mini biLM's pretraining at 0.11× float32's tokens/s, and
+``torch.nn.LSTM`` under bfloat16 autocast fails ("could not create a primitive descriptor for the LSTM forward
+propagation primitive"). So bfloat16 on such a CPU is refused in one line before any work: ``check_precision`` where
+the device is named (the CLIs, TASK_PRECISION's callback), ``autocast`` at the first bfloat16 forward of a model
+built without it, the runner before any stage or run (runner/stages.py). ``ELMO_ALLOW_SLOW_BFLOAT16=1`` runs it anyway.
 """
 import functools
 from contextlib import nullcontext

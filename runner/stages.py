@@ -31,9 +31,9 @@ def run_stages(plan, args, wanted, gpus, stage_device, archive):
     check_stage_outputs(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not args.baselines_only and any(r.uses_elmo for r in unrun)
-    check_bfloat16(profile, unrun, stages and stages_pending(profile, task_knobs), stage_device)
-    beside = (stages and args.executor == "local" and stage_device == "cpu" and parallel >= 2
-              and stages_pending(profile, task_knobs))
+    pending = stages and stages_pending(profile, task_knobs)
+    check_bfloat16(profile, unrun, pending, stage_device)
+    beside = pending and args.executor == "local" and stage_device == "cpu" and parallel >= 2
     vectors = bool(profile.get("vectors")) and bool(unrun)  # the baselines' word vectors, before any baseline
     if vectors and not (beside and vectors_pending(profile)):
         prepare_vectors(profile)
