@@ -154,7 +154,10 @@ def hardware() -> str:
     from elmo_module.device import cpu_name
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{os.cpu_count()} CPU cores ({cpu_name()}), {gpu}, torch {torch.__version__}"
+    # the vector unit torch dispatches to (AVX512, AVX2, ...): "AMD EPYC" named both the VM's AVX-512 and its AVX2-only
+    # machines, whose kernels round differently (a run resumed across them is not the run never stopped)
+    vector = torch.backends.cpu.get_cpu_capability()
+    return f"{os.cpu_count()} CPU cores ({cpu_name()}, {vector}), {gpu}, torch {torch.__version__}"
 
 
 CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")
