@@ -153,3 +153,15 @@ def test_the_cpu_check_tool_says_what_this_cpu_does_and_what_the_suite_decides(c
     assert lines[3].startswith("torch.nn.LSTM under bfloat16 autocast: ")
     assert lines[4] == "elmo_module: bfloat16 allowed here" if precision.cpu_has_bfloat16() else (
         lines[4].startswith("elmo_module refuses bfloat16 here: this CPU ("))
+
+
+def test_the_machine_record_tells_an_avx2_cpu_from_an_avx512_one_of_the_same_name(monkeypatch):
+    """A run resumes from its checkpoint only on the same machine (runner/resume.py compares hardware()); the VM's
+    AVX-512 and AVX2-only machines were both 'AMD EPYC'."""
+    from runner import execute
+
+    seen = {}
+    for unit in ("AVX2", "AVX512"):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: unit)
+        seen[unit] = execute.hardware()
+    assert ", AVX2), " in seen["AVX2"] and seen["AVX2"] != seen["AVX512"], seen
