@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from elmo_module.precision import cpu_has_bfloat16
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
@@ -16,15 +18,9 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 os.environ.setdefault("ELMO_ALLOW_SLOW_BFLOAT16", "1")
 
 
-def _cpu_has_bfloat16() -> bool:
-    from elmo_module.precision import cpu_has_bfloat16
-
-    return cpu_has_bfloat16()
-
-
 # torch's own LSTM under bfloat16 autocast fails on such a CPU ("could not create a primitive descriptor for the LSTM
 # forward propagation primitive", torch 2.9.1 on an AVX2 AMD EPYC): the task models' bfloat16 trainings need the kernels
-needs_cpu_bfloat16 = pytest.mark.skipif(not _cpu_has_bfloat16(),
+needs_cpu_bfloat16 = pytest.mark.skipif(not cpu_has_bfloat16(),
                                         reason="this CPU has no oneDNN bfloat16 kernels (AVX-512 or ARM bf16): torch's "
                                                "LSTM fails under bfloat16 autocast here")
 

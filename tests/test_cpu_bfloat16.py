@@ -113,7 +113,8 @@ def test_on_this_cpu_the_real_pretrain_command_stops_in_one_line_and_writes_noth
                            "--out", str(tmp_path / "lm"), *TRAIN_ARGS, "--tokens", "80", "--precision", "bfloat16"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("error: --precision bfloat16: this CPU (") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: --precision bfloat16: this CPU (") and done.stderr.count("\n") == 1, (
+        done.stderr)
     assert not (tmp_path / "lm").exists()
 
 
@@ -135,8 +136,9 @@ def test_check_notes_the_refusal_without_stopping(no_kernels):
 
     profile = {"name": "p", "bilm": {"pretrain": {"out": "/nonexistent/bilm", "args": ["--precision", "bfloat16"]}}}
     note = bfloat16_note(profile, _runs())
-    assert len(note) == 1 and note[0].startswith("bfloat16, refused when a stage or run that asks for it is still to "
-                                                 "do: profile 'p' asks for bfloat16 on the CPU (the biLM's pretrain"), note
+    assert len(note) == 1 and note[0].startswith(
+        "bfloat16, refused when a stage or run that asks for it is still to do: profile 'p' asks for bfloat16 on the "
+        "CPU (the biLM's pretrain"), note
     assert bfloat16_note({**profile, "device": "cuda"}, _runs()) == []
     no_kernels.setattr(precision, "cpu_has_bfloat16", lambda: True)
     assert bfloat16_note(profile, _runs()) == []

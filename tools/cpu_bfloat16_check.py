@@ -5,8 +5,8 @@ kernels"). One thread; about a minute where bfloat16 is slow.
     OMP_NUM_THREADS=1 .venv/bin/python tools/cpu_bfloat16_check.py [--reps 10]
 
 The shapes: a 32-row product of 512 inputs into 2,048 outputs (4 gates x 512 cells, the small profile's biLM width)
-as torch.mm, and a linear layer of 640 positions 256 -> 1024 under torch.autocast("cpu", bfloat16) (what TASK_PRECISION=bfloat16
-runs). Exit status 0 whatever it finds; the last line says what elmo_module.precision decides.
+as torch.mm, and a linear layer of 640 positions 256 -> 1024 under torch.autocast("cpu", bfloat16) (what
+TASK_PRECISION=bfloat16 runs). Exit status 0 whatever it finds; the last line says what elmo_module.precision decides.
 """
 import argparse
 import time
