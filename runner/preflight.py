@@ -502,9 +502,15 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
             lines.append(f"  pretrain -> {spec['pretrain']['out']}")
         fine = spec.get("finetune") or {}
         start = bilm_sources(profile)
-        for task in fine.get("tasks", []):
+        # prepare_bilm fine-tunes only for tasks with a run in the plan (runner/bilm.py); the others are named as such
+        planned = {r.task for r in runs}
+        for task in [t for t in fine.get("tasks", []) if t in planned]:
             origin = f"from {start[0][1]}" if start else "from the pretrained biLM"
             lines.append(f"  fine-tune on {task}'s training text {origin} -> {fine['out'].format(task=task)}")
+        skipped = [t for t in fine.get("tasks", []) if t not in planned]
+        if skipped:
+            lines.append(f"  (not fine-tuned: {', '.join(skipped)}, no run of {'it' if len(skipped) == 1 else 'them'} "
+                         "in this plan)")
     lines.append("data (sizes estimated from the records read):")
     for task in sorted(samples):
         if not samples[task]:

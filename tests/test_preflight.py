@@ -323,6 +323,9 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
                  "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "plan of profile 'paper'" in out and "srl TRAIN_PATH: 2 files" in out and not (tmp_path / "runs").exists()
+    # only the fine-tunings the runner will make (runs of ner and srl: ner's); it once listed squad's, snli's, sst's too
+    assert "fine-tune on ner's training text" in out and "fine-tune on snli's" not in out
+    assert "(not fine-tuned: squad, snli, sst, no run of them in this plan)" in out
 
 
 def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
