@@ -77,7 +77,7 @@ class ElmoCharactersIndexer(TokenIndexer):
 
 def sentence_runs(numbers: Sequence[int]) -> List[Tuple[int, int]]:
     """(first token, length) of each run of equal sentence numbers: the sentences the biLM sees alone. One split for
-    the embedder and the activation cache (runner/cache.py), so both hand the biLM the same sentences."""
+    the embedder and the activation cache (runner/stages/caches.py), so both hand the biLM the same sentences."""
     runs: List[Tuple[int, int]] = []
     for i, number in enumerate(numbers):
         if runs and number == numbers[i - 1]:

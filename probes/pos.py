@@ -91,7 +91,7 @@ def run_pos(bilm, train_path: str, dev_path: str, test_path: str, l2: float = 1e
     feats = {split: features(bilm, [[w for w, _ in s] for s in sents], f"pos-{split}")
              for split, sents in data.items()}
     layers_s = time.time() - started
-    # per test sentence and layer: [correct, tokens], the units of the paired bootstrap (runner/stats.py; a sentence,
+    # per test sentence and layer: [correct, tokens], the units of the paired bootstrap (runner/analysis/stats.py; a sentence,
     # not a token, since its tokens' errors are not independent)
     bounds = np.cumsum([0] + [len(s) for s in data["test"]])
     units = {"ids": [str(i) for i in range(len(data["test"]))], "metric": "accuracy", "counts": {}}

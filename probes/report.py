@@ -17,7 +17,7 @@ def _table(header: List[str], rows: List[list]) -> List[str]:
 
 
 def _claim(what: str, sweep: str, result: dict, paper: dict, better: str, worse: str, judge=None) -> str:
-    """The paper's layer ordering: with ``judge`` (the runner's: runner/claims.py probe_line, the test behind it and
+    """The paper's layer ordering: with ``judge`` (the runner's: runner/analysis/claims.py probe_line, the test behind it and
     the verdict) or, standalone, the two numbers only — never "holds" on a difference alone. The probes do not
     import the runner: the runner judges their claims from their result files, as it does the task runs'."""
     if judge is not None:

@@ -38,7 +38,7 @@ def score(gold: Dict[str, Sequence[str]], answers: Dict[str, Sequence[str]]) -> 
 
 def unit_counts(gold: Dict[str, Sequence[str]], answers: Dict[str, Sequence[str]], ids: Sequence[str]) -> List[list]:
     """Per instance [ok, answered, 1], which summed give ``score``'s P = ok / answered and R = ok / instances: the
-    units of the paired bootstrap (runner/stats.py metric wsd_f1)."""
+    units of the paired bootstrap (runner/analysis/stats.py metric wsd_f1)."""
     counts = []
     for instance_id in ids:
         keys = answers.get(instance_id) or []
@@ -173,7 +173,7 @@ def run_wsd(bilm, train_xml: str, eval_xmls: List[str], wordnet_dir: str, progre
             gold_part = {i: gold[i] for i in ids}
             sets[group] = {"first_sense": score(gold_part, first),
                            "layers": [score(gold_part, answers) for answers in per_layer]}
-        # the units of the set the paper reports (runner/claims.py probe_claim picks the same one)
+        # the units of the set the paper reports (runner/analysis/claims.py probe_claim picks the same one)
         main = PAPER_SET_NAME if PAPER_SET_NAME in groups else name
         if not units:
             units = {"ids": groups[main], "metric": "wsd_f1", "set": main, "counts": {

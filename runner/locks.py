@@ -7,7 +7,6 @@ from pathlib import Path
 from runner.plan import Plan
 from runner.spec import SpecError
 
-
 _lock_files = []  # held open for the runner's lifetime; the kernel releases the locks when the process ends
 
 

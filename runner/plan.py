@@ -3,53 +3,21 @@ the command line's flags (Plan, make_plan); which of them this invocation trains
 they compute (device_plan)."""
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from runner.probe_runs import plan_probes
-from runner.spec import (REPO, SWEEP_KINDS, SpecError, check_only, expand_cells, load_profile, load_sweeps,
-                         unique_runs)
-
-writes_in = []  # the runs, results and cache directories, for the line a full disk gives (runner/sweep.py run)
-
-
-def existing(path: Path) -> Path:
-    """The nearest folder of ``path`` that exists (``path`` itself if it does)."""
-    while not path.exists():
-        path = path.parent
-    return path
-
-
-def check_flags(args) -> None:
-    """Numbers and directories of the command line, before any work (a negative --jobs was a traceback; a
-    --results-dir that is a file, a traceback after every training)."""
-    at_least_one, positive, not_negative = (">= 1", lambda v: v >= 1), ("> 0", lambda v: v > 0), \
-        (">= 0", lambda v: v >= 0)
-    for flag, value, (expected, ok) in (("--jobs", args.jobs, at_least_one), ("--threads", args.threads, at_least_one),
-                                        ("--runs-per-gpu", args.runs_per_gpu, at_least_one),
-                                        ("--cpus-per-run", args.cpus_per_run, positive),
-                                        ("--gpus-per-run", args.gpus_per_run, not_negative)):
-        if value is not None and not ok(value):
-            raise SpecError(f"{flag}: expected a number {expected}, found {value:g}")
-    for flag, value in (("--runs-dir", args.runs_dir), ("--results-dir", args.results_dir),
-                        ("--cache-dir", args.cache_dir)):
-        if value and Path(value).exists() and not Path(value).is_dir():
-            raise SpecError(f"{flag} '{value}': expected a directory (or a path to make one), found a file")
-        if value:  # under /proc or on a read-only disk: a traceback at the first write. Its nearest existing
-            where = existing(Path(value).absolute())  # folder is written in once (--check makes nothing)
-            try:
-                tempfile.TemporaryFile(dir=where).close()
-            except OSError as e:
-                raise SpecError(f"{flag} '{value}': expected a directory the runner can write in, found "
-                                f"{e.strerror or e} writing in {where}") from None
+from elmo_module import device as devices
+from runner.execution.probes import plan_probes
+from runner.execution.training import gpu_slots
+from runner.settings import Settings
+from runner.spec import SWEEP_KINDS, SpecError, check_only, expand_cells, load_sweeps, unique_runs
+from tasks.knobs import KNOBS
 
 
 def ignored_environment(profile: dict) -> None:
     """A knob set in the environment steers `allennlp train` run by hand, not the runner's runs, whose knobs come
     from the profile (they are the runs' identity): say so rather than train silently without it."""
-    from tasks.knobs import KNOBS
 
     # (importing tasks sets every knob's default in the environment, for allennlp: only other values were set here)
     set_here = [f"{k}={os.environ[k]}" for k, default in KNOBS.items() if os.environ.get(k, default) != default]
@@ -75,15 +43,16 @@ class Plan:
     probe_dir: dict
 
 
-def make_plan(args) -> Plan:
-    """The profile and its sweeps, checked against the schema (SpecError), expanded into cells and runs."""
-    check_flags(args)
-    profile, profile_path = load_profile(args.profile)
-    if args.precision:  # a knob like any other: it enters the ELMo runs' identity (spec.py without_idle_knobs)
-        profile.setdefault("knobs", {})["ELMO_PRECISION"] = args.precision
-    if args.task_precision:
-        profile.setdefault("knobs", {})["TASK_PRECISION"] = args.task_precision
-    only = args.only.split(",") if args.only else None
+def make_plan(settings: Settings, loaded: dict, profile_path: Path) -> Plan:
+    """The profile (as loaded, with the command line's knobs and device over its own: a new dict) and its sweeps,
+    checked against the schema (SpecError), expanded into cells and runs."""
+    knobs = dict(loaded.get("knobs", {}))
+    if settings.precision:  # a knob like any other: it enters the ELMo runs' identity (spec.py without_idle_knobs)
+        knobs["ELMO_PRECISION"] = settings.precision
+    if settings.task_precision:
+        knobs["TASK_PRECISION"] = settings.task_precision
+    profile = {**loaded, **({"knobs": knobs} if knobs or "knobs" in loaded else {}), "device": settings.device}
+    only = list(settings.only) if settings.only else None
     check_only(profile, only)
     # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
     # --only picks the sweeps whose runs are trained.
@@ -91,13 +60,9 @@ def make_plan(args) -> Plan:
     cells = expand_cells(profile, sweeps)
     _check_selects_runs(profile, sweeps, cells, only)
     probes = plan_probes(profile, sweeps)
-    if args.device:  # the flag wins over the profile, for the preflight, the biLM stages, the caches and the runs
-        profile["device"] = args.device
     ignored_environment(profile)
     runs = unique_runs(cells)
-    runs_dir = Path(args.runs_dir or REPO / "runs" / profile["name"]).resolve()
-    results_dir = Path(args.results_dir or REPO / "results" / profile["name"]).resolve()
-    writes_in[:] = [runs_dir, results_dir, Path(args.cache_dir).resolve()]
+    runs_dir, results_dir = settings.runs_dir, settings.results_dir
     return Plan(profile, profile_path, only, sweeps, cells, probes, runs, runs_dir, results_dir,
                 {run: runs_dir / run.task / run.run_id for run in runs},
                 {probe: runs_dir / "probes" / probe.run_id for probe in probes})
@@ -111,14 +76,14 @@ def _check_selects_runs(profile, sweeps, cells, only) -> None:
                         f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
 
 
-def wanted_runs(plan: Plan, args) -> list:
+def wanted_runs(plan: Plan, baselines_only: bool) -> list:
     """The runs this invocation trains (--only, --baselines-only), in the profile's "run_order": "tasks" (the
     default) one task's runs before the next's (the profile's task order; sweep order within a task), "sweeps" one
     sweep's runs before the next's (the profile's sweep order, a run shared by two sweeps going with the first; task
     order within a sweep). Either way a multi-session profile cut short by the end of a session leaves whole tables:
     of its first tasks, or its first sweeps over every task (the small profile: Table 1's six rows first)."""
     selected = unique_runs([c for c in plan.cells if not plan.only or c.sweep in plan.only])
-    wanted = [r for r in selected if not (args.baselines_only and r.uses_elmo)]
+    wanted = [r for r in selected if not (baselines_only and r.uses_elmo)]
     order = {task: i for i, task in enumerate(plan.profile.get("tasks", []))}
     if plan.profile.get("run_order", "tasks") == "sweeps":
         sweep_index = {name: i for i, name in enumerate(plan.profile["sweeps"])}
@@ -129,40 +94,34 @@ def wanted_runs(plan: Plan, args) -> list:
     return sorted(wanted, key=lambda r: order.get(r.task, len(order)))
 
 
-def wanted_probes(plan: Plan, args) -> list:
+def wanted_probes(plan: Plan, baselines_only: bool) -> list:
     """The probe sweeps this invocation runs: --only picks them as it picks task sweeps; --baselines-only none."""
-    return [] if args.baselines_only else [p for p in plan.probes if not plan.only or p.sweep in plan.only]
+    return [] if baselines_only else [p for p in plan.probes if not plan.only or p.sweep in plan.only]
 
 
-def device_plan(device: str, args):
+def device_plan(settings: Settings):
     """(the GPU slots of the local executor, gpu_slots(); the device of the biLM stages and activation caches,
     which run in this process; a line saying where everything computes). Refuses (SpecError, one line) a GPU that
     torch cannot run kernels on (elmo_module/device.py)."""
     import torch
 
-    from elmo_module.device import cuda_problem, describe
-    from runner.execute import gpu_slots
 
-    if device not in ("cpu", "cuda"):
-        raise SpecError(f"profile key 'device' must be \"cpu\" or \"cuda\", found {device!r}")
-    if device == "cpu":
-        if args.gpus_per_run:
+    if settings.device == "cpu":
+        if settings.gpus_per_run:
             raise SpecError("--gpus-per-run needs --device cuda (or a profile with \"device\": \"cuda\")")
-        return [], "cpu", describe("cpu")
-    if args.executor == "ray":
-        if args.gpus_per_run is None:
-            args.gpus_per_run = 1.0
-        if args.gpus_per_run <= 0:
-            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, found {args.gpus_per_run}")
-        local = "cuda" if torch.cuda.device_count() and cuda_problem(0) is None else "cpu"
-        return [], local, (f"device cuda on Ray: {args.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
-                           f"biLM stages and activation caches here on {describe(local)}")
+        return [], "cpu", devices.describe("cpu")
+    if settings.executor == "ray":  # (Settings.build makes --gpus-per-run 1 there unless it is given)
+        if settings.gpus_per_run <= 0:
+            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, found {settings.gpus_per_run}")
+        local = "cuda" if torch.cuda.device_count() and devices.cuda_problem(0) is None else "cpu"
+        return [], local, (f"device cuda on Ray: {settings.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
+                           f"biLM stages and activation caches here on {devices.describe(local)}")
     count = torch.cuda.device_count()
     for index in range(max(count, 1)):
-        problem = cuda_problem(index)
+        problem = devices.cuda_problem(index)
         if problem:
             raise SpecError(f"device cuda: {problem}")
-    slots = gpu_slots(count, args.runs_per_gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    names = "; ".join(describe(f"cuda:{i}").split(": ", 1)[1] for i in range(count))
-    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, {args.runs_per_gpu} per "
+    slots = gpu_slots(count, settings.runs_per_gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    names = "; ".join(devices.describe(f"cuda:{i}").split(": ", 1)[1] for i in range(count))
+    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, {settings.runs_per_gpu} per "
                    f"GPU, each pinned to its GPU")

@@ -21,7 +21,7 @@ REPO = HERE.parent
 
 
 # Every sweep kind with the keys its sweep file must have: a new kind is one line here, its builder in
-# runner/results.py and, if it runs something other than task trainings, its runs' planning (as runner/probe_runs.py).
+# runner/analysis/tables.py and, if it runs something other than task trainings, its runs' planning (as runner/execution/probes.py).
 PROBE_KINDS = ("neighbours", "wsd", "pos")  # Tables 4-6: probes/ on the frozen biLM, no task training (Sec. 5.3)
 
 
@@ -120,18 +120,18 @@ PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, 
                 "vectors": dict, "run_order": str, "replicates": str}
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
-VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/vectors.py
+VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py
 DEVICES = ("cpu", "cuda")
 _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
 
 # Sweep kinds and the fields each may have besides SWEEP_COMMON. A new kind (e.g. a probe) is one more entry here
-# (and its builder in runner/results.py); a kind with "columns" expands to runs, one per column, x value and seed.
+# (and its builder in runner/analysis/tables.py); a kind with "columns" expands to runs, one per column, x value and seed.
 SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
 SWEEP_KINDS = {
     "table": {"split", "columns", "reference", "seeds", "first_seed", "seeds_added_later"},
     "curve": {"split", "columns", "reference", "seeds", "first_seed", "seeds_added_later", "x"},
     "mix_weights": {"from"},
-    **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/probe_runs.py
+    **{kind: {"args", "knobs"} for kind in PROBE_KINDS},  # runner/execution/probes.py
 }
 SPLITS = ("dev", "test")
 
@@ -224,7 +224,7 @@ def check_profile(profile, path) -> None:
         raise _key_error(where, "run_order", " or ".join(RUN_ORDERS), profile["run_order"])
     if "replicates" in profile and not (REPO / "results" / profile["replicates"] / "claims.json").is_file():
         raise _key_error(where, "replicates", "the name of a profile whose results/<name>/claims.json exists (the "
-                         "exploratory verdicts this profile's are shown beside: runner/replication.py)",
+                         "exploratory verdicts this profile's are shown beside: runner/analysis/replication.py)",
                          profile["replicates"])
     if profile.get("device", "cpu") not in DEVICES:
         raise _key_error(where, "device", " or ".join(DEVICES), profile["device"])
@@ -241,7 +241,7 @@ def check_profile(profile, path) -> None:
                 raise _key_error(where, f"vectors.{key}", _JSON_TYPES[kind], profile["vectors"][key])
         for key in ("out", "train"):
             if key not in profile["vectors"]:
-                raise _key_error(where, f"vectors.{key}", "present (runner/vectors.py)", "nothing")
+                raise _key_error(where, f"vectors.{key}", "present (runner/stages/word_vectors.py)", "nothing")
     for name, override in profile.get("sweep_overrides", {}).items():
         if name not in profile["sweeps"]:
             raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
@@ -265,7 +265,7 @@ def check_sweep(sweep: dict, where: str) -> None:
     kind = sweep["kind"]
     if kind not in SWEEP_KINDS:
         raise _key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
-    required = "args" if kind in PROBE_KINDS else "tasks"  # probes read no task data (runner/probe_runs.py)
+    required = "args" if kind in PROBE_KINDS else "tasks"  # probes read no task data (runner/execution/probes.py)
     if required not in sweep:
         raise SpecError(f"{where}: missing key '{required}'")
     _check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
@@ -301,7 +301,7 @@ def check_sweep(sweep: dict, where: str) -> None:
     first = sweep.get("first_seed", 1)
     if not isinstance(first, int) or isinstance(first, bool) or first < 1:
         raise _key_error(where, "first_seed", "an integer >= 1 (the seeds are first_seed .. first_seed + n - 1)", first)
-    for task, entry in (sweep.get("seeds_added_later") or {}).items():  # runner/claims.py: shown, not in the verdict
+    for task, entry in (sweep.get("seeds_added_later") or {}).items():  # runner/analysis/claims.py: shown, not in the verdict
         wanted = sweep_seeds(sweep, task)
         if task not in TASKS:
             raise _unknown(where, f"seeds_added_later.{task}", TASKS, "task")
@@ -387,11 +387,11 @@ def _same_number(a: str, b: str) -> bool:
         return False
 
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 # The data root that ``${DATA_DIR}`` in a profile names when the variable is unset: the folder beside the repository
-# where the suite was built. ``python -m runner.data fetch PROFILE --into DIR`` fills another (runner/data.py).
+# where the suite was built. ``python -m runner.data fetch PROFILE --into DIR`` fills another (runner/data/fetch.py).
 DATA_DIR_DEFAULT = "../shared/data"
 
 
@@ -403,7 +403,7 @@ def data_dir() -> str:
 def expand(value: str) -> str:
     """``${NAME}`` -> the environment variable NAME (profiles name the user's data and weights this way); an unset
     variable stays as written, and ``missing_inputs`` reports it; ``${DATA_DIR}`` is never unset (data_dir)."""
-    return _VAR.sub(lambda m: data_dir() if m.group(1) == "DATA_DIR" else os.environ.get(m.group(1), m.group(0)),
+    return VARIABLE.sub(lambda m: data_dir() if m.group(1) == "DATA_DIR" else os.environ.get(m.group(1), m.group(0)),
                     value)
 
 
@@ -537,7 +537,7 @@ def repo_path(value: str) -> Path:
 
 
 def bilm_outputs(profile: dict) -> List[Path]:
-    """The directories the profile's own stages write: its biLM (runner/bilm.py) and word vectors (runner/vectors.py)."""
+    """The directories the profile's own stages write: its biLM (runner/stages/bilm_stages.py) and word vectors (runner/stages/word_vectors.py)."""
     spec = profile.get("bilm") or {}
     outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
     outs += [profile["vectors"]["out"]] if profile.get("vectors") else []
@@ -561,7 +561,7 @@ def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> 
                 continue
             if value and ("${" in value or not path.exists()):
                 hint = hints.get(f"{run.task}.{name}", hints.get(name, data_hint(value)))
-                unset = [m.group(1) for m in _VAR.finditer(value)]
+                unset = [m.group(1) for m in VARIABLE.finditer(value)]
                 what = f"environment variable {', '.join(unset)} is not set" if unset else "does not exist"
                 missing[value] = f"{run.task} {name} = {value}: {what}{'; ' + hint if hint else ''}"
     return sorted(missing.values())

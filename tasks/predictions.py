@@ -5,8 +5,8 @@ The trainer callback ``unit_predictions`` runs, after training, the best epoch's
 (``config.json`` of the serialization dir), and writes ``unit_predictions.json.gz``: per split, the units the
 task's metric is computed over (pairs, sentences, questions), each with its id (position in the file: the dev and
 test files are the same for every run of a profile, their checksums are recorded), the predicted and gold
-label / spans / tags / answer, and the counts the metric is recomputed from (``runner/stats.py`` METRICS). The runner
-(``runner/execute.py``) checks that the counts give back the metric allennlp reported before keeping the file.
+label / spans / tags / answer, and the counts the metric is recomputed from (``runner/analysis/stats.py`` METRICS). The runner
+(``runner/execution/training.py``) checks that the counts give back the metric allennlp reported before keeping the file.
 
 A model type without an extractor writes nothing; its runs report "no per-example predictions".
 """
@@ -150,7 +150,7 @@ def _coref_units(model, output, instances) -> List[dict]:
     return units
 
 
-# model type (config.json) -> (the metric of runner/stats.py METRICS the units' counts give, extractor)
+# model type (config.json) -> (the metric of runner/analysis/stats.py METRICS the units' counts give, extractor)
 EXTRACTORS = {"esim_sized": ("accuracy", _accuracy_units), "esim": ("accuracy", _accuracy_units),
               "bcn_sized": ("accuracy", _accuracy_units), "bcn": ("accuracy", _accuracy_units),
               "crf_tagger": ("span_f1", _span_units), "bidaf_self_attention": ("mean", _squad_units),

@@ -161,14 +161,14 @@ def test_embedder_with_cache_equals_embedder_running_the_bilm(cached):
 
 
 def test_every_seed_of_a_task_shares_one_cache_and_random_windows_read_cached_sentences(tmp_path):
-    """The runner builds one cache per task, data and biLM (runner/stages.py build_caches). Coref's reader carries
+    """The runner builds one cache per task, data and biLM (runner/stages/schedule.py build_caches). Coref's reader carries
     the run's seed; the cache's key followed the seed of the first run needing it, so that a runner started with
     another run first built a second cache, and a run resumed from its checkpoint crashed on the changed path
     (2026-11-27). At SIZE=paper the training reader draws a random window of 50 sentences of each document every
     epoch: a cache of one such read missed the sentences of the next; it now holds every sentence of the whole
     training documents (the biLM sees each sentence alone)."""
-    from runner.stages import build_caches
-    from runner.cache import instance_texts, task_readers
+    from runner.stages.schedule import build_caches
+    from runner.stages.caches import instance_texts, task_readers
     from runner.spec import Run
     from tasks.knobs import KNOBS
     from tests.test_task_coref import _long_document
@@ -204,7 +204,7 @@ def test_sentences_run_through_the_biLM_alone_live_and_from_the_cache(tmp_path):
     from allennlp.data.fields import TextField
 
     from elmo_module.allennlp_adapter import ElmoCharactersIndexer, ElmoTokenEmbedder
-    from runner.cache import ELMO_KEY, instance_texts
+    from runner.stages.caches import ELMO_KEY, instance_texts
 
     options, weights = write_random_elmo(tmp_path, seed=5)
     bilm = load_bilm(options, weights, stateful=False)
@@ -212,7 +212,7 @@ def test_sentences_run_through_the_biLM_alone_live_and_from_the_cache(tmp_path):
     indexer = ElmoCharactersIndexer(sentences=True)
     instances = [Instance({"text": TextField([Token(w, type_id=i + 1) for i, s in enumerate(d) for w in s],
                                              {ELMO_KEY: indexer})}) for d in documents]
-    # what the runner's activation cache stores: each sentence (runner/cache.py instance_texts)
+    # what the runner's activation cache stores: each sentence (runner/stages/caches.py instance_texts)
     assert [t for instance in instances for t in instance_texts(instance)] == SENTENCES[:7]
     batch = Batch(instances)
     batch.index_instances(Vocabulary())

@@ -11,7 +11,7 @@ import torch
 
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.activation_cache import ActivationCache, file_checksum
-from runner.execute import child_pythonpath
+from runner.execution.training import child_pythonpath
 from tests.elmo_fixtures import write_random_elmo
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from runner.bilm import bilm_markdown, bilm_report, prepare_bilm
+from runner.stages.bilm_stages import bilm_markdown, bilm_report, prepare_bilm
 from runner.spec import SpecError
 from tasks.knobs import KNOBS
 

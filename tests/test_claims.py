@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.execute import PREDICTIONS
-from runner.results import Cell, build_results
+from runner.execution.training import PREDICTIONS
+from runner.analysis.tables import Cell, build_results
 
 PAPER = json.loads((Path(__file__).resolve().parent.parent / "results" / "paper_numbers.json").read_text())
 SWEEPS = [
@@ -30,7 +30,7 @@ def write_run(run_dir: Path, task: str, seed: int, units=None, value=None, curve
               metric="accuracy") -> Path:
     """A finished run; with ``units`` (per-unit counts, the same for dev and test) its predictions beside it and
     its dev/test values recomputed from them, else a run archived before predictions were kept."""
-    from runner.stats import metric_value
+    from runner.analysis.stats import metric_value
 
     run_dir.mkdir(parents=True)
     record = None
@@ -168,7 +168,7 @@ def test_absent_sweeps_are_not_listed_and_probe_claims_use_the_bootstrap(built):
 
 def test_a_claim_beyond_the_axis_is_named_as_untestable():
     """SRL's "ELMo at 1 % ≈ baseline at 10 %" needs a 10 % point; an axis that stops at 2.8 % says so."""
-    from runner.claims import untestable
+    from runner.analysis.claims import untestable
 
     figure = {"name": "figure1", "kind": "curve", "tasks": ["snli", "srl"],
               "x": {"knob": "TRAIN_FRACTION", "values": ["0.5", "1.0"], "full_percent": 1.8,
@@ -184,7 +184,7 @@ def _run_with(curve, cap):
 
 
 def test_still_improving_means_rising_at_the_cap_not_a_last_best_epoch_on_a_plateau():
-    from runner.claims import still_improving
+    from runner.analysis.claims import still_improving
     rng = np.random.default_rng(0)
     rise = list(np.linspace(0.10, 0.50, 10))
     # a plateau of 30 epochs whose noise put the best epoch last (as the small SRL baseline's seed 3)
@@ -205,7 +205,7 @@ def test_still_improving_sees_a_noisy_rise_and_ignores_a_negligible_creep():
     """The small coref baseline (seed 1) at its cap of 20: dev F1 47.3 -> 49.0 over its last 10 epochs on 10 dev
     documents, which a 5-epoch window called flat (p = 0.10); the small SNLI run (top layer, seed 1) at its cap of 20:
     a significant +0.02 points per epoch on a plateau at 67.6-67.8, which must not hold a claim."""
-    from runner.claims import still_improving, tail_window
+    from runner.analysis.claims import still_improving, tail_window
 
     coref = [0.0, 0.305, 0.3966, 0.4306, 0.4458, 0.4294, 0.4567, 0.4439, 0.4525, 0.4511, 0.4731, 0.4709, 0.4578,
              0.4614, 0.4606, 0.4644, 0.4743, 0.4803, 0.4896, 0.4766]
@@ -226,7 +226,7 @@ def test_fewer_updates_claim_uses_the_one_still_improving_rule(curve, improving)
     seed 3 (a 20-epoch plateau, best at the 40th) held the claim undecided although Table 1 counted it converged."""
     from types import SimpleNamespace
 
-    from runner.claims import updates_claim
+    from runner.analysis.claims import updates_claim
 
     def group(curve):
         return {1: {"label": "srl/x seed 1", "result": {"knobs": {"NUM_EPOCHS": str(len(curve))},
@@ -238,6 +238,6 @@ def test_fewer_updates_claim_uses_the_one_still_improving_rule(curve, improving)
 
 def test_shares_of_the_training_set_read_without_exponents():
     """The default profile's SRL axis ends at 100 %: claims.md said "the gain is larger at 0.1 % than at 1e+02 %"."""
-    from runner.claims import _share
+    from runner.analysis.claims import _share
 
     assert [_share(p) for p in (0.1, 1.79, 2.78, 10.0, 100.0, 0.05588)] == ["0.1", "1.8", "2.8", "10", "100", "0.056"]

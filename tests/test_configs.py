@@ -9,7 +9,7 @@ from allennlp.data import DatasetReader, Vocabulary
 from allennlp.models import Model
 
 from tests.conftest import REPO_ROOT
-from runner.execute import child_pythonpath
+from runner.execution.training import child_pythonpath
 
 CONFIGS = sorted(path.stem for path in (REPO_ROOT / "jsonnet_configs").glob("*.jsonnet"))
 PLACEMENTS = ["input", "output", "both"]

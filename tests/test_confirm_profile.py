@@ -60,7 +60,7 @@ def _git(repo, *args, when=None):
 
 
 def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_later_change(tmp_path):
-    from runner.claims import declaration
+    from runner.analysis.claims import declaration
 
     _git(tmp_path, "init", "-q")
     profile = tmp_path / "p.json"
@@ -87,7 +87,7 @@ def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_lat
 def test_the_replication_page_sets_each_verdict_beside_the_exploratory_one(tmp_path):
     """replication.md: per claim, the paper, the exploratory profile's difference, seeds and verdict, and this
     profile's, each read from its own claims.json (never pooled); a profile it cannot find is one line."""
-    from runner.replication import write_replication
+    from runner.analysis.replication import write_replication
     from runner.spec import SpecError
 
     def claim(claim_id, diff, seeds, verdict, why=None):

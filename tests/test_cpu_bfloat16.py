@@ -80,7 +80,7 @@ def _runs(**knobs):
 
 
 def test_the_runner_refuses_a_profile_asking_bfloat16_of_the_cpu_before_any_stage_or_run(no_kernels):
-    from runner.stages import check_bfloat16
+    from runner.stages.schedule import check_bfloat16
 
     profile = {"name": "p", "bilm": {"pretrain": {"args": ["--precision", "bfloat16"]},
                                      "finetune": {"args": ["--epochs", "1"]}}}
@@ -132,7 +132,7 @@ def test_on_this_cpu_the_real_runner_stops_in_one_line_before_any_run(tmp_path):
 
 
 def test_check_notes_the_refusal_without_stopping(no_kernels):
-    from runner.preflight import bfloat16_note
+    from runner.preflight.checks import bfloat16_note
 
     profile = {"name": "p", "bilm": {"pretrain": {"out": "/nonexistent/bilm", "args": ["--precision", "bfloat16"]}}}
     note = bfloat16_note(profile, _runs())
@@ -158,9 +158,9 @@ def test_the_cpu_check_tool_says_what_this_cpu_does_and_what_the_suite_decides(c
 
 
 def test_the_machine_record_tells_an_avx2_cpu_from_an_avx512_one_of_the_same_name(monkeypatch):
-    """A run resumes from its checkpoint only on the same machine (runner/resume.py compares hardware()); the VM's
+    """A run resumes from its checkpoint only on the same machine (runner/execution/resume.py compares hardware()); the VM's
     AVX-512 and AVX2-only machines were both 'AMD EPYC'."""
-    from runner import execute
+    from runner.execution import training as execute
 
     seen = {}
     for unit in ("AVX2", "AVX512"):

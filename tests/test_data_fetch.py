@@ -1,4 +1,4 @@
-"""runner/data.py and runner/data_convert.py: each conversion on a small stand-in in its origin's format (written here),
+"""runner/data/fetch.py and runner/data/convert.py: each conversion on a small stand-in in its origin's format (written here),
 the download step against a file server on 127.0.0.1, the sha256 check refusing a changed file, resuming, and the
 profiles' DATA_DIR root that keeps the archived runs' ids. No network."""
 import dataclasses
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import data, data_convert
+from runner.data import fetch as data
+from runner.data import convert as data_convert
 from tests.conftest import REPO_ROOT, shared_data
 
 
@@ -254,7 +255,7 @@ LM_RECIPE = ("source\twikinews\nfile\tlm_corpus/heldout/wikinews.heldout.txt\n73
 
 
 def _lm_origins():
-    from runner.data_lmcorpus import SOURCES
+    from runner.data.lm_corpus import SOURCES
 
     return {f"{SOURCES['wikinews'].repo}:text/AA/wiki_07": WIKINEWS,
             f"{SOURCES['enwiki2015'].repo}:text/AC/wiki_99": WIKI,
@@ -263,7 +264,7 @@ def _lm_origins():
 
 
 def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
-    from runner import data_lmcorpus
+    from runner.data import lm_corpus as data_lmcorpus
 
     files = _lm_origins()
     out = data_lmcorpus.build(lambda origin: files.get(origin, "").encode("latin-1" if "reut" in origin
@@ -290,7 +291,7 @@ def test_lm_corpus_recipe_rebuilds_each_origins_paragraphs_in_its_order():
                                                             "paragraph or range of the document (3 paragraphs)"),
     ("source\twikinews\nfile\n", "lm_corpus_recipe.tsv.xz:2: expected two tab-separated fields")])
 def test_a_bad_lm_corpus_recipe_line_is_named_in_one_line(recipe, message):
-    from runner import data_lmcorpus
+    from runner.data import lm_corpus as data_lmcorpus
 
     files = _lm_origins()
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -298,7 +299,7 @@ def test_a_bad_lm_corpus_recipe_line_is_named_in_one_line(recipe, message):
 
 
 def test_the_committed_recipe_names_every_corpus_file_of_the_manifest():
-    from runner import data_lmcorpus
+    from runner.data import lm_corpus as data_lmcorpus
     import lzma
 
     plan = data_lmcorpus.read_recipe(lzma.decompress(data_lmcorpus.RECIPE.read_bytes()).decode())
@@ -399,7 +400,7 @@ def test_a_download_that_fails_is_one_line_and_nothing_is_written(snli_site, tmp
 
 def test_fetch_makes_lm_corpus_from_its_origins_over_loopback(tmp_path, monkeypatch, capsys):
     import lzma
-    from runner import data_lmcorpus
+    from runner.data import lm_corpus as data_lmcorpus
 
     files = _lm_origins()
     sources = {name: dataclasses.replace(spec, files=tuple(f.split(":", 1)[1] for f in files if f.startswith(
@@ -475,7 +476,7 @@ def test_the_other_real_data_profiles_read_data_dir_with_the_same_run_ids(name, 
 
 
 def test_probe_run_ids_do_not_depend_on_data_dir(monkeypatch, tmp_path):
-    from runner.probe_runs import plan_probes
+    from runner.execution.probes import plan_probes
     from runner.spec import load_profile, load_sweeps
 
     def ids():
@@ -509,7 +510,7 @@ def test_conversions_are_byte_for_byte_on_the_origins(capsys):
 
 
 def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):
-    from runner.preflight import stage_files
+    from runner.preflight.checks import stage_files
 
     monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
     profile = {"bilm": {"pretrain": {"out": str(tmp_path / "bilm"), "args": [
@@ -519,7 +520,7 @@ def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_pa
     problems = [str(p) for p in stage_files(profile)]
     assert len(problems) == 4 and problems[0].startswith(f"{tmp_path}/data/lm/a.txt: expected the biLM pretraining's "
                                                          "--train file; found nothing there. A file of DATA_DIR")
-    assert "runner.data fetch PROFILE" in problems[0] and "vectors.train" in problems[3]
+    assert "runner.data.fetch fetch PROFILE" in problems[0] and "vectors.train" in problems[3]
     (tmp_path / "data" / "lm" / "heldout").mkdir(parents=True)
     for name in ("a.txt", "b.txt", "heldout/h.txt"):
         (tmp_path / "data" / "lm" / name).write_text("text\n")

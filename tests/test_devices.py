@@ -1,7 +1,5 @@
 """Which device the runner, `embed` and `pretrain` use: GPU slots of the local executor (simulated on CPU with a
 fake GPU count and a stand-in for a training), the Ray GPU share, and one-line refusals of an unusable GPU."""
-import argparse
-import json
 import re
 import subprocess
 import sys
@@ -11,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from runner.execute import gpu_slots, run_local
+from runner.execution.training import gpu_slots, run_local
 from runner.spec import SpecError
 from tests.test_runner import PROFILE, REPO, runner_command, runner_env
 
@@ -70,8 +68,9 @@ def test_local_executor_pins_each_run_to_one_gpu(runs_per_gpu):
 
 def plan_args(*argv):
     from runner.__main__ import parse_args
+    from runner.settings import Settings
 
-    return parse_args(list(argv))
+    return Settings.build(parse_args(list(argv)), {"name": "t"})
 
 
 def test_device_plan_on_fake_gpus(monkeypatch):
@@ -84,22 +83,22 @@ def test_device_plan_on_fake_gpus(monkeypatch):
     monkeypatch.setattr(device, "cuda_problem", lambda index=0: None)
     monkeypatch.setattr(device, "describe", lambda d: f"device {d}: Fake GPU (compute capability 9.0), torch x")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    slots, stages, line = device_plan("cuda", plan_args("--runs-per-gpu", "2"))
+    slots, stages, line = device_plan(plan_args("--device", "cuda", "--runs-per-gpu", "2"))
     assert slots == ["0", "1", "0", "1"] and stages == "cuda"
     assert line.startswith("device cuda: 2 GPU(s) (Fake GPU") and "4 run(s) at a time, 2 per GPU" in line
-    args = plan_args("--executor", "ray")
-    assert device_plan("cuda", args)[:2] == ([], "cuda") and args.gpus_per_run == 1.0
-    args = plan_args("--executor", "ray", "--gpus-per-run", "0.25")  # fractions stay as asked
-    assert "0.25 GPU per run" in device_plan("cuda", args)[2] and args.gpus_per_run == 0.25
+    settings = plan_args("--device", "cuda", "--executor", "ray")
+    assert device_plan(settings)[:2] == ([], "cuda") and settings.gpus_per_run == 1.0
+    settings = plan_args("--device", "cuda", "--executor", "ray", "--gpus-per-run", "0.25")  # fractions stay as asked
+    assert "0.25 GPU per run" in device_plan(settings)[2] and settings.gpus_per_run == 0.25
     monkeypatch.setattr(device, "cuda_problem", lambda index=0: f"GPU {index} (Fake) cannot run this torch's kernels")
     with pytest.raises(SpecError, match="^device cuda: GPU 0 \\(Fake\\) cannot run this torch's kernels$"):
-        device_plan("cuda", plan_args())
+        device_plan(plan_args("--device", "cuda"))
     with pytest.raises(SpecError, match="--gpus-per-run needs --device cuda"):
-        device_plan("cpu", plan_args("--gpus-per-run", "1"))
+        device_plan(plan_args("--gpus-per-run", "1"))
 
 
 def test_ray_runs_see_cuda_device_0():
-    from runner.jobs import job_for
+    from runner.execution.jobs import job_for
 
     class Run:
         task, run_id, cache_key, uses_elmo = "ner", "x", "k", False

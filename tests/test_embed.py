@@ -11,7 +11,7 @@ import torch
 
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.__main__ import main
-from runner.execute import child_pythonpath
+from runner.execution.training import child_pythonpath
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 
 REPO = Path(__file__).resolve().parent.parent

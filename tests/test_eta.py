@@ -1,5 +1,5 @@
-"""runner/eta.py: unfinished runs are costed from the finished runs most like them."""
-from runner.eta import Estimator
+"""runner/execution/eta.py: unfinished runs are costed from the finished runs most like them."""
+from runner.execution.eta import Estimator
 
 
 def knobs(elmo="none", fraction="1.0", epochs="20", batches=""):

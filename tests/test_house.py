@@ -122,7 +122,7 @@ def test_no_tracker_numbers_in_the_tree():
 
 def test_every_committed_results_page_opens_with_a_short_provenance_block():
     """results/*/*.md: the block of '- **key**: ...' lines from '- **command**' to the next blank line, at most 15 lines
-    of at most 300 characters, so that a reader's first screen is the result (runner/provenance.py)."""
+    of at most 300 characters, so that a reader's first screen is the result (runner/analysis/provenance.py)."""
     pages = sorted((REPO / "results").glob("*/*.md"))
     assert pages
     for page in pages:
@@ -131,3 +131,88 @@ def test_every_committed_results_page_opens_with_a_short_provenance_block():
         assert start is not None, f"{page}: no provenance block"  # at the top, or at the end (vectors.md, bilm.md)
         block = lines[start:next(i for i in range(start, len(lines)) if not lines[i].strip())]
         assert len(block) <= 15 and max(map(len, block)) <= 300, (page, len(block), max(map(len, block)))
+
+
+HEAVY = ("torch", "allennlp", "allennlp_models", "ray", "gensim", "matplotlib", "transformers", "h5py", "jinja2",
+         "numpy", "scipy", "wandb", "datasets", "spacy", "nltk", "submitit")
+
+
+def private_imports(found: dict) -> list:
+    """``from our.module import _name`` across modules: a private name is its module's own."""
+    bad = []
+    for module, path in found.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
+                bad += [f"{module}: {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def unexplained_local_imports(found: dict) -> list:
+    """A function-level import of the project's own modules hides an arrow of the graph: allowed only with a comment
+    on its line saying why (a heavy library's import inside a function needs no such word from the project)."""
+    bad = []
+    for module, path in found.items():
+        if not module.startswith("runner"):
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines), str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                ours = [n for n in names if n.split(".")[0] in PACKAGES]
+                if ours and "#" not in lines[node.lineno - 1] and "#" not in lines[node.end_lineno - 1]:
+                    bad.append(f"{module}:{node.lineno} imports {ours[0]} inside {fn.name}()")
+    return bad
+
+
+def test_the_runner_folders_are_the_map():
+    """Each job of the runner a folder (spec and the ground floor at the top), none holding more than ~12 modules."""
+    runner = REPO / "runner"
+    folders = [runner, *(d for d in runner.iterdir() if (d / "__init__.py").exists())]
+    assert {d.name for d in folders} >= {"runner", "preflight", "execution", "stages", "data", "analysis"}
+    for folder in folders:
+        count = len(list(folder.glob("*.py")))
+        assert count <= 12, f"{folder.relative_to(REPO)}: {count} modules"
+
+
+def test_no_private_name_imported_across_modules():
+    bad = private_imports(modules())
+    assert not bad, "; ".join(bad)
+
+
+def test_the_runners_own_imports_are_at_the_top_or_say_why():
+    bad = unexplained_local_imports(modules())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_structure_checks_can_fail(tmp_path):
+    (tmp_path / "runner").mkdir()
+    (tmp_path / "runner" / "__init__.py").write_text("")
+    (tmp_path / "runner" / "a.py").write_text("from runner.b import _hidden\n")
+    (tmp_path / "runner" / "b.py").write_text("_hidden = 1\ndef f():\n    from runner import a\n"
+                                              "def g():\n    from runner import a  # cycle-free: a needs g first\n")
+    found = modules(tmp_path)
+    assert private_imports(found) == ["runner.a: runner.b._hidden"]
+    assert [line.split(" ", 1)[1] for line in unexplained_local_imports(found)] == ["imports runner inside f()"]
+
+
+def test_no_runner_function_takes_the_parsed_command_line():
+    """The command line is read once (runner/__main__.py) into Settings (runner/settings.py); the pipeline's entry
+    takes those, and every other function takes the fields it uses, never ``args``."""
+    bad = []
+    for path in sorted((REPO / "runner").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name == "__main__.py" or 'if __name__ == "__main__":' in text:  # a command line's own module
+            continue
+        for fn in ast.walk(ast.parse(text)):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and "args" in [a.arg for a in fn.args.args]:
+                bad.append(f"{path.relative_to(REPO)}: {fn.name}(args)")
+    assert not bad, "; ".join(bad)

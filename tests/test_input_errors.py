@@ -26,7 +26,7 @@ from tasks.squad.squad_reader import CheckedSquad1Reader
 from tasks.srl.reader import CheckedSrlReader
 from tasks.sst.sst_reader import CheckedSstReader
 from tests.conftest import REPO_ROOT, assert_read_error
-from runner.execute import child_pythonpath
+from runner.execution.training import child_pythonpath
 
 # the `allennlp` command a user types: setup's console script beside this Python; `python -m allennlp` where allennlp
 # comes from PYTHONPATH and has no script (the lent GPU machine: tools/gpu_bundle.sh)

@@ -1,4 +1,4 @@
-"""The preflight (runner/preflight.py) on a complete stand-in for the paper profile's inputs, in their real formats and
+"""The preflight (runner/preflight/checks.py) on a complete stand-in for the paper profile's inputs, in their real formats and
 layouts, named through the paper profile's environment variables: it passes; with one planted defect it names that
 defect; and every paper-size config trains on the stand-ins (the check that the GloVe dimension a profile gives
 matches what each task's config needs, which the paper profile once got wrong for NER and SRL)."""
@@ -69,7 +69,7 @@ def build_stand_in(root: Path) -> dict:
     elmo = root / "elmo"
     elmo.mkdir(parents=True)
     write_random_elmo(elmo, filters=((1, 4), (2, 8)), projection_dim=8, cell_dim=16)
-    (elmo / "options.json").rename(elmo / f"{OFFICIAL}_options.json")
+    (elmo / "options.json").rename(elmo / f"{OFFICIAL}stage_options.json")
     (elmo / "weights.hdf5").rename(elmo / f"{OFFICIAL}_weights.hdf5")
     env["ELMO_DIR"] = elmo
     words = _sample_words()
@@ -121,7 +121,7 @@ def paper_runs(sweeps=None, **profile_changes):
 
 def check(tmp_path, monkeypatch, env, tasks=None, **profile_changes):
     """The preflight of the paper profile's Table 1 runs (of ``tasks``, default all)."""
-    from runner.preflight import preflight
+    from runner.preflight.checks import preflight
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -176,7 +176,7 @@ def _v4_files_for_srl(env, root):
 
 
 def _wrong_weights(env, root):
-    options = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json"
+    options = Path(env["ELMO_DIR"]) / f"{OFFICIAL}stage_options.json"
     _replace(options, '"dim": 16', '"dim": 32')
 
 
@@ -194,7 +194,7 @@ def _cut_large_squad(env, root):
 
 
 def _misspelt_options_key(env, root):
-    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json", "use_skip_connections", "use_skip_conections")
+    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}stage_options.json", "use_skip_connections", "use_skip_conections")
 
 
 def _cut_weights(env, root):
@@ -236,7 +236,7 @@ DEFECTS = {
     # more broken inputs, each a problem naming the file
     "large_json_cut_short": ("squad", _cut_large_squad, ["squad_dir/train-v1.1.json: the squad TRAIN_PATH data",
                                                          "text cut short inside a JSON value", "get the file again"]),
-    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
+    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}stage_options.json: key "
                                                             "'lstm.use_skip_conections' is not a biLM option",
                                                             "Fix that key"]),
     "weights_cut_short": ("ner", _cut_weights, [f"{OFFICIAL}_weights.hdf5: expected a complete hdf5 weights file",
@@ -293,7 +293,7 @@ def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, t
 
 
 def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
-    import runner.preflight
+    import runner.preflight.checks
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(runner.preflight.shutil, "disk_usage", lambda path: usage(10, 10, 0))
@@ -355,7 +355,7 @@ def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
 
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):
     """The GPU-hour estimate's timing, run here on CPU on a tiny config (the plan runs it only on a GPU)."""
-    from runner.gpu_estimate import time_training_batches
+    from runner.preflight.gpu_estimate import time_training_batches
 
     _, env = stand_in
     for name, value in env.items():
@@ -403,8 +403,8 @@ def test_every_paper_size_config_trains_on_the_stand_in(stand_in, tmp_path, monk
 def test_gpu_hour_estimate_counts_an_epoch_of_batches_per_epoch(task, batch):
     """The plan's GPU hours multiply each run's epoch by its epochs: BATCHES_PER_EPOCH makes that epoch N batches of
     the config's batch size (sampler or plain), whatever TRAIN_FRACTION is."""
-    from runner.gpu_estimate import instances_per_epoch
-    from runner.task_setup import task_config
+    from runner.preflight.gpu_estimate import instances_per_epoch
+    from runner.preflight.task_setup import task_config
     from tasks.knobs import KNOBS
 
     knobs = {**KNOBS, "SIZE": "paper", "TRAIN_FRACTION": "0.001"}

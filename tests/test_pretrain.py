@@ -21,7 +21,7 @@ from allennlp.nn.util import remove_sentence_boundaries
 
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
-from runner.execute import child_pythonpath
+from runner.execution.training import child_pythonpath
 from elmo_module.lm_data import read_corpus, tokenize_simple
 from elmo_module.lm_head import (accidental_hits, load_language_model, log_uniform_log_prob, log_uniform_sample,
                                  softmax_nll)

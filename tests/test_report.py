@@ -1,4 +1,4 @@
-"""The verdicts at a glance (runner/report.py): the forest plot claims.png/.svg and the static page index.html, made
+"""The verdicts at a glance (runner/analysis/page.py): the forest plot claims.png/.svg and the static page index.html, made
 from a fabricated profile directory (claims.json in the current schema and in the older one, summary.json,
 table1.md, a figure); the page in headless Chromium when it is installed (docs/runner.md says how)."""
 import html
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.report import ReportError, forest_markdown_line, forest_plot, markdown_page, write_report
+from runner.analysis.page import ReportError, forest_markdown_line, forest_plot, markdown_page, write_report
 
 TABLE1_MD = """# Table 1: test-set performance of the baseline and the baseline + ELMo
 

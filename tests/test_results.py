@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.results import Cell, build_results
+from runner.analysis.tables import Cell, build_results
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -280,7 +280,7 @@ def test_malformed_result_names_the_file(tmp_path):
              "columns": [{"label": "baseline", "knobs": {}}]}
     # not a traceback in the tables: the loader names it (the runner prints it as a warning and redoes the
     # run) and the cell is missing
-    from runner.execute import load_result
+    from runner.records import load_result
 
     assert load_result(run_dir / "result.json")[1] == (f"{run_dir / 'result.json'}: expected a run's result with "
                                                        f"'dev' and 'test' numbers (or one null), found 0.5 and 'high'")
@@ -298,7 +298,7 @@ def test_empty_mix_weights_sweep_still_builds(tmp_path):
 def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
     """A multi-session profile's tables say which runs each session made (commit, dates, machine), and count the
     runs archived before result.json carried that record instead of hiding them."""
-    from runner.results import runs_made, runs_made_text
+    from runner.analysis.tables import runs_made, runs_made_text
 
     machine = "2 CPU cores (AMD EPYC), no GPU, torch 2.9.1"
     results = [{"made": {"git_commit": "bbb", "finished": "2026-11-25 11:00:00 UTC", "hardware": machine}},
@@ -331,7 +331,7 @@ def test_every_markdown_file_opens_with_a_short_provenance_block_linking_the_com
     commits = [f"{i:07x}" + ("+changes" if i % 7 == 0 else "") for i in range(80)]
     results = [{"made": {"git_commit": c, "finished": f"2026-11-{20 + i // 10:02d} {i % 10:02d}:00:0{seed} UTC",
                          "hardware": machines[i % 2]}} for i, c in enumerate(commits) for seed in (1, 2)]
-    from runner.results import runs_made
+    from runner.analysis.tables import runs_made
 
     description = ("A profile over many sessions: " + "every task on real data at small scale, " * 30).strip() + \
         ". Its second sentence."
@@ -374,7 +374,7 @@ def test_every_markdown_file_opens_with_a_short_provenance_block_linking_the_com
 def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
     """cost.md (the real wall time of a profile's runs): per task, baseline or ELMo and share of the training file, the
     median and range of minutes and epochs; the total hours and the wall time at the profile's parallelism."""
-    from runner.results import cost_markdown
+    from runner.analysis.tables import cost_markdown
 
     def run(task, elmo, minutes, epochs, fraction=None):
         knobs = {"ELMO": elmo, **({"TRAIN_FRACTION": fraction, "BATCHES_PER_EPOCH": "80"} if fraction else {})}
@@ -397,7 +397,7 @@ def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
 def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
     """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
     outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (results portable)."""
-    from runner.results import portable
+    from runner.analysis.tables import portable
     from tests.conftest import REPO_ROOT
 
     out, _ = built
@@ -411,8 +411,8 @@ def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(b
 
 def test_a_progress_line_shows_the_metrics_as_the_tables_do():
     """Not dev=0.30999999999999994 (nor dev=0.31, a fraction the tables never show): the table's % and decimals."""
-    from runner.eta import duration
-    from runner.jobs import progress_line
+    from runner.execution.eta import duration
+    from runner.execution.jobs import progress_line
 
     done = {"status": "done", "dev": 0.30999999999999994, "test": 0.8765432, "wall_time_s": 31.2}
     assert progress_line(17, 48, {"task": "ner", "label": "ner baseline seed 1"}, done, "about 4 min left") == \
@@ -430,7 +430,7 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
     it), as for a changed tracked file; untracked files outside the code folders do not count."""
     import subprocess
 
-    from runner.execute import git_commit
+    from runner.records import git_commit
 
     git = lambda *args: subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
     (tmp_path / "tasks").mkdir()
@@ -450,7 +450,7 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
 def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_path):
     """A multi-session profile's archive (runs/, bilm/, vectors/) is committed: its records keep no absolute path of
     the checkout that made them; records archived before are rewritten by the next results build."""
-    from runner.execute import make_portable, repo_relative
+    from runner.records import make_portable, repo_relative
     from tests.conftest import REPO_ROOT
 
     record = {"log": f"{REPO_ROOT}/runs/small/srl/srl-1/log.txt", "command": f"{REPO_ROOT}/.venv/bin/python -m x --out "
@@ -469,7 +469,7 @@ def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_
 
 def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
     # coref_f1 drops gold singletons (OntoNotes has none); LitBank's with-singletons score is shown beside it
-    from runner.results import aggregate, cell_text
+    from runner.analysis.tables import aggregate, cell_text
 
     cells = []
     for seed, (f1, with_singletons) in enumerate(((0.61, 0.50), (0.63, 0.52)), 1):
@@ -484,7 +484,7 @@ def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
 def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
     """archive_bilm keeps a stage's records portable, as make_portable would leave them: before, it copied the bytes
     (with this checkout's absolute paths) and every --build-only rewrote them, back and forth."""
-    from runner.bilm import archive_bilm
+    from runner.stages.bilm_stages import archive_bilm
     from runner.spec import REPO
 
     out = tmp_path / "artifacts" / "bilm"

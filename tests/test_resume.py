@@ -1,4 +1,4 @@
-"""An unfinished run goes on from its last checkpoint (runner/resume.py) and ends as the run never stopped would
+"""An unfinished run goes on from its last checkpoint (runner/execution/resume.py) and ends as the run never stopped would
 have, or starts over saying why: checks with a stand-in training, and real runners stopped by real signals."""
 import gzip
 import json
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import runner.__main__ as runner_main
-import runner.execute as execute
-import runner.resume as resume
-from runner.plan import make_plan
+import runner.execution.training as execute
+import runner.execution.resume as resume
+from runner.pipeline import plan_from
 from tests.test_runner_safety import (FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, _start_runner, fake_training,  # noqa: F401
                                       runner_args, write_profile)
 
@@ -207,7 +207,7 @@ def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(resume, "_same_training_code", lambda a, b: True)
     monkeypatch.setattr(execute, "training_code_changed", lambda: False)
-    [run] = [r for r in make_plan(runner_main.parse_args(runner_args(tmp_path, path))).runs
+    [run] = [r for r in plan_from(runner_main.parse_args(runner_args(tmp_path, path)))[1].runs
              if r.run_id == last.parent.name]
     (last.parent / execute.ATTEMPTS).write_text(json.dumps([{
         "commit": "abc1234", "hardware": execute.hardware(), "knobs": run.knob_dict, "started": time.time() - 100,

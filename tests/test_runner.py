@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.spec import SpecError, expand_cells, load_sweeps, missing_inputs, unique_runs
-from runner.execute import child_pythonpath
+from runner.spec import SpecError, expand_cells, load_sweeps, unique_runs
+from runner.execution.training import child_pythonpath
 
 REPO = Path(__file__).resolve().parent.parent
 # two quick NER runs (tiny model, 1 epoch, bundled sample data): baseline and ELMo
@@ -114,7 +114,7 @@ def test_a_local_ray_instance_runs_the_trainings_at_normal_priority(address, env
     setting is left alone. Without --address or RAY_ADDRESS, a new local instance ("local"), never one found."""
     import ray
 
-    from runner.execute import run_ray
+    from runner.execution.training import run_ray
 
     seen = []
 
@@ -246,7 +246,7 @@ def test_a_stage_made_before_its_profile_named_the_data_root_is_still_its_stage(
     """small's stages recorded ``../shared/data/...`` before its profile read ``${DATA_DIR}/...``: the next runner
     refused its own half-made biLM as made "with other settings" (2026-11-29). The same files are the same args,
     under any DATA_DIR; another file is not."""
-    from runner.bilm import _record_settings, check_settings
+    from runner.stages.bilm_stages import _record_settings, check_settings
     from runner.spec import SpecError
 
     _record_settings(tmp_path, ["--train", "../shared/data/lm/a.txt", "--epochs", "1"], {})
@@ -258,7 +258,7 @@ def test_a_stage_made_before_its_profile_named_the_data_root_is_still_its_stage(
 
 
 def test_pretraining_stopped_by_minutes_is_not_done(tmp_path):
-    from runner.bilm import pretraining_done
+    from runner.stages.bilm_stages import pretraining_done
 
     args = ["--tokens", "1000"]
     assert not pretraining_done(tmp_path, args)  # nothing written yet
@@ -321,7 +321,7 @@ def _stage_span(stages_json: Path) -> tuple:
 
 
 def _vectors_profile(tmp_path, tokens: int, train: Path) -> dict:
-    """_bilm_profile with a word-vectors stage (runner/vectors.py) that NER's baseline reads as GLOVE_PATH."""
+    """_bilm_profile with a word-vectors stage (runner/stages/word_vectors.py) that NER's baseline reads as GLOVE_PATH."""
     profile = _bilm_profile(tmp_path, tokens)
     profile["vectors"] = {"out": str(tmp_path / "vectors"), "train": [str(train)], "dims": ["50:lowercase"],
                           "args": ["--min-count", "1", "--epochs", "1"]}
@@ -355,24 +355,24 @@ def test_a_stage_about_to_start_while_the_runner_stops_does_not_start(tmp_path):
     """The word vectors failed while the pretraining beside them was still reading its text: stop_runs() found no
     stage process, the pretraining started just after and the runner waited on it for hours (the test below hung
     600 s under load, 2026-11-29). A stage checks the stop and registers under one lock, as the runs do."""
-    import runner.execute as execute
-    from runner.bilm import _call
+    import runner.execution.training as execute
+    from runner.stages.bilm_stages import call_stage
     from runner.spec import SpecError
 
     marker = tmp_path / "started"
-    execute._stopping.set()
+    execute.STOPPING.set()
     try:
         with pytest.raises(SpecError, match="biLM pretraining: not started, the runner is stopping"):
-            _call([sys.executable, "-c", f"open({str(marker)!r}, 'w')"], tmp_path, tmp_path / "log.txt",
+            call_stage([sys.executable, "-c", f"open({str(marker)!r}, 'w')"], tmp_path, tmp_path / "log.txt",
                   "biLM pretraining")
     finally:
-        execute._stopping.clear()
+        execute.STOPPING.clear()
     time.sleep(1)
-    assert not marker.exists() and not execute._live
+    assert not marker.exists() and not execute.LIVE
 
 
 def test_failed_word_vectors_start_no_baseline_and_stop_the_pretraining(tmp_path):
-    heldout = tmp_path / "heldout"  # the vectors stage refuses held-out text (runner/vectors.py): it fails at once
+    heldout = tmp_path / "heldout"  # the vectors stage refuses held-out text (runner/stages/word_vectors.py): it fails at once
     heldout.mkdir()
     (heldout / "text.txt").write_text("held out text\n")
     profile = _vectors_profile(tmp_path, 10_000_000, heldout / "text.txt")  # would pretrain for hours
@@ -641,7 +641,7 @@ def test_every_archived_run_belongs_to_its_profiles_plan():
     changed, a run identity that drifted) would be silently ignored and trained again."""
     from runner.spec import load_profile, load_sweeps
 
-    from runner.probe_runs import plan_probes
+    from runner.execution.probes import plan_probes
 
     for archive in sorted((REPO / "results").glob("*/runs")):
         profile, path = load_profile(archive.parent.name)
@@ -657,7 +657,7 @@ def _predictions_run(tmp_path, correct: int, knobs: dict):
     ``correct`` of them right; its predictions refused when it finished (an earlier rule)."""
     import gzip
 
-    from runner.execute import write_json
+    from runner.records import write_json
 
     run_dir = tmp_path / "run"
     (run_dir / "model").mkdir(parents=True)
@@ -683,7 +683,7 @@ def test_predictions_of_a_batch_wide_layer_norm_are_kept_with_the_difference(tmp
     """The SNLI ELMo runs (layer norm over the whole batch, as the paper code) lost their predictions: 68.58 from
     the predictions pass against 68.72 reported. They are kept now, the difference recorded, and runs finished under
     the old rule get theirs back while the file is still in model/ (the runner does it as it starts)."""
-    from runner.execute import PREDICTIONS, keep_predictions, keep_predictions_again
+    from runner.execution.training import PREDICTIONS, keep_predictions, keep_predictions_again
 
     run_dir, metrics = _predictions_run(tmp_path, correct, knobs)
     record = keep_predictions(run_dir / "model", tmp_path, "accuracy", metrics, knobs)

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 import runner.__main__ as runner_main
-import runner.jobs as jobs
+import runner.execution.jobs as jobs
 import runner.plan as plan_module
-import runner.execute as execute
-from runner.execute import child_pythonpath
+from runner.pipeline import plan_from
+from runner.settings import Settings
+import runner.execution.training as execute
+from runner.execution.training import child_pythonpath
 from tasks.knobs import knob_problems
 
 REPO = Path(__file__).resolve().parent.parent
@@ -325,7 +327,7 @@ def test_build_only_with_redo_stale_leaves_the_stale_runs_out(tmp_path, capsys, 
 
 
 def test_checksums_are_cached_by_size_and_mtime(tmp_path):
-    from runner.inputs import Checksums
+    from runner.execution.freshness import Checksums
 
     data = tmp_path / "glove.txt"
     data.write_bytes(b"the 0.1 0.2\n")
@@ -428,8 +430,8 @@ def test_runs_and_stages_keep_the_callers_pythonpath(tmp_path, monkeypatch):
     path = write_profile(tmp_path)
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     assert next((tmp_path / "runs").glob("ner/*/result.json")).is_file()
-    from runner.bilm import _call  # the stages (biLM, word vectors) too
-    _call([sys.executable, "-c", "import only_on_the_callers_path"], tmp_path / "stage", tmp_path / "stage.log",
+    from runner.stages.bilm_stages import call_stage  # the stages (biLM, word vectors) too
+    call_stage([sys.executable, "-c", "import only_on_the_callers_path"], tmp_path / "stage", tmp_path / "stage.log",
           "a stage", show=False)
 
 
@@ -571,12 +573,12 @@ def test_a_knob_in_the_environment_is_said_to_be_ignored(tmp_path, capsys, fake_
 
 def test_a_full_disk_that_names_no_file_names_the_directories(tmp_path, capsys, fake_training, monkeypatch):
     """A write() on a full disk names no file; the line used to say 'writing a file'."""
-    import runner.results
+    import runner.analysis.tables
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(runner.results, "build_results", full)
+    monkeypatch.setattr(runner.analysis.tables, "build_results", full)
     assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path))) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: no space left on device writing under {tmp_path / 'runs'} (") and \
@@ -611,12 +613,11 @@ def test_a_hub_path_is_refused_by_the_runner_with_why(tmp_path, capsys, fake_tra
 def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
     """The small profile: by task, SRL's 36 runs come first; by sweep, Table 1's 36 runs (six tasks, baseline and
     ELMo, 3 seeds) come first, in the profile's task order, a run shared with a later sweep going with Table 1."""
-    from argparse import Namespace
     from dataclasses import replace
 
-    plan = plan_module.make_plan(runner_main.parse_args(["--profile", "small"]))
+    plan = plan_from(runner_main.parse_args(["--profile", "small"]))[1]
     plan = replace(plan, profile={**plan.profile, "run_order": run_order})
-    runs = plan_module.wanted_runs(plan, Namespace(baselines_only=False))
+    runs = plan_module.wanted_runs(plan, baselines_only=False)
     assert len(runs) == len(set(runs)) == 125
     first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
     if run_order == "sweeps":
@@ -637,7 +638,7 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     def wandb(*argv):
-        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], runner_main.parse_args(list(argv)))[
+        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], Settings.build(runner_main.parse_args(list(argv)), {"name": "t"}))[
             "extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")

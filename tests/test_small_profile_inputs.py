@@ -1,5 +1,5 @@
 """The small profile's inputs: the real SRL (PropBank on the WSJ sample) and coreference (LitBank) data through the
-configs' own readers and models, and the word-vectors stage (runner/vectors.py) whose files stand in for GloVe."""
+configs' own readers and models, and the word-vectors stage (runner/stages/word_vectors.py) whose files stand in for GloVe."""
 import json
 import subprocess
 import sys
@@ -24,7 +24,7 @@ def _reader(task: str, validation: bool = False, **knobs):
     from allennlp.common.plugins import import_plugins
     from allennlp.data import DatasetReader
 
-    from runner.task_setup import task_config  # the config evaluated with the given knobs, as a run sees it
+    from runner.preflight.task_setup import task_config  # the config evaluated with the given knobs, as a run sees it
     from tasks.knobs import KNOBS
 
     import_plugins()
@@ -132,7 +132,7 @@ def _corpus(path, lines=4000):
 
 
 def _vectors(tmp_path, *extra):
-    return subprocess.run([sys.executable, "-m", "runner.vectors", "--train", str(tmp_path / "corpus.txt"),
+    return subprocess.run([sys.executable, "-m", "runner.stages.word_vectors", "--train", str(tmp_path / "corpus.txt"),
                            "--out", str(tmp_path / "out"), "--min-count", "1", "--epochs", "3", *extra],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
@@ -172,13 +172,13 @@ def test_vectors_are_the_same_bytes_when_made_again_and_refuse_held_out_text(tmp
     heldout = tmp_path / "heldout"
     heldout.mkdir()
     (heldout / "text.txt").write_text("held out text\n")
-    refused = subprocess.run([sys.executable, "-m", "runner.vectors", "--train", str(heldout / "text.txt"),
+    refused = subprocess.run([sys.executable, "-m", "runner.stages.word_vectors", "--train", str(heldout / "text.txt"),
                               "--out", str(tmp_path / "o")], cwd=REPO_ROOT, capture_output=True, text=True)
     assert refused.returncode == 2 and "held-out file" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_runner_stage_runs_once_and_is_skipped_when_done(tmp_path, monkeypatch, capsys):
-    from runner import vectors
+    from runner.stages import word_vectors as vectors
 
     monkeypatch.chdir(REPO_ROOT)
     _corpus(tmp_path / "corpus.txt", lines=800)

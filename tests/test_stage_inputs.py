@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.bilm import check_stage_outputs, prepare_bilm
+from runner.stages.bilm_stages import check_stage_outputs, prepare_bilm
 from runner.spec import SpecError
 from tasks.knobs import KNOBS
 from tests.test_pretrain import TINY_OPTIONS, grammar_lines
@@ -178,7 +178,7 @@ def test_a_diverged_pretraining_is_no_finished_stage(tmp_path):
                                              ":2: not valid UTF-8 (byte 0xe9 at column 4)")])
 def test_the_vectors_stage_on_an_empty_or_latin1_corpus_is_one_line(tmp_path, content, found):
     (tmp_path / "corpus.txt").write_bytes(content)
-    done = subprocess.run([sys.executable, "-m", "runner.vectors", "--train", str(tmp_path / "corpus.txt"),
+    done = subprocess.run([sys.executable, "-m", "runner.stages.word_vectors", "--train", str(tmp_path / "corpus.txt"),
                            "--out", str(tmp_path / "out"), "--dims", "8:cased", "--min-count", "1"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr

@@ -1,8 +1,8 @@
-"""The paired tests and the verdict rule (runner/stats.py) on constructed cases whose answers are known by hand."""
+"""The paired tests and the verdict rule (runner/analysis/stats.py) on constructed cases whose answers are known by hand."""
 import numpy as np
 import pytest
 
-from runner import stats
+from runner.analysis import stats
 
 BOTH = ("seeds", "examples")
 
@@ -174,7 +174,7 @@ def test_ten_documents_all_better_support_the_claim_and_sampled_swaps_agree_with
     mixed_b = [coref_documents(rng, 20, 0) for _ in range(2)]
     exact = stats.randomization_test("conll_coref", [(1, mixed_a), (-1, mixed_b)])
     assert "all 1,048,576 swaps" in exact["test"] if stats.EXACT_UNITS >= 20 else "sampled" in exact["test"]
-    import runner.stats as module
+    import runner.analysis.stats as module
     full = module.EXACT_UNITS
     try:
         module.EXACT_UNITS = 20

@@ -155,10 +155,10 @@ def test_training_loss_does_not_depend_on_gold_singletons(task_env):
 
 
 def test_per_document_counts_of_the_bootstrap_use_the_primary_view():
-    # tasks/predictions.py keeps per-document counts; runner/stats.py recomputes coref_f1 from them.
+    # tasks/predictions.py keeps per-document counts; runner/analysis/stats.py recomputes coref_f1 from them.
     from types import SimpleNamespace
 
-    from runner.stats import metric_value
+    from runner.analysis.stats import metric_value
     from tasks.coref.metric import CorefScores
     from tasks.predictions import _coref_units
 
@@ -420,7 +420,7 @@ def test_baseline_loss_falls_and_evaluate_reports_average_f1(train_task, tmp_pat
     assert evaluated["coref_f1"] == pytest.approx(metrics["test_coref_f1"])
     assert evaluated["coref_f1_with_singletons"] == pytest.approx(metrics["test_coref_f1_with_singletons"])
     # per-document MUC/B3/CEAF-e counts, summed, give back the CoNLL average F1 of dev and test (for the paired tests)
-    from runner.execute import keep_predictions
+    from runner.execution.training import keep_predictions
 
     kept = keep_predictions(run_dir, tmp_path, "coref_f1", metrics, {})
     assert kept["metric"] == "conll_coref" and set(kept["units"]) == {"dev", "test"}, kept
@@ -431,7 +431,7 @@ def test_per_document_predictions_see_the_batches_of_the_evaluation(train_task, 
     a longer one gets other predictions: the per-document pass must batch as the evaluation does (one document). It
     batched 32 documents: the first LitBank run's dev predictions gave 47.2 against the reported 48.6, and were
     refused. Dev here: the two sample training documents, 28 and 15 words."""
-    from runner.execute import keep_predictions
+    from runner.execution.training import keep_predictions
     from tasks.predictions import UnitPredictionsCallback
 
     model, run_dir = train_task("coref", NUM_EPOCHS=2, DEV_PATH=os.path.join(SAMPLE, "train"))

@@ -124,11 +124,11 @@ def test_the_live_bilm_keeps_its_precision_inside_a_bfloat16_task_run(tmp_path):
 
 def test_the_runner_flag_sets_the_knob_of_every_run_and_leaves_the_biLM_precision(tmp_path):
     from runner.__main__ import parse_args
-    from runner.plan import make_plan
+    from runner.pipeline import plan_from
 
     common = ["--profile", "default", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res")]
-    plain = make_plan(parse_args(common))
-    low = make_plan(parse_args(common + ["--task-precision", "bfloat16"]))
+    plain = plan_from(parse_args(common))[1]
+    low = plan_from(parse_args(common + ["--task-precision", "bfloat16"]))[1]
     assert {r.knob_dict["TASK_PRECISION"] for r in plain.runs} == {"float32"}
     assert {r.knob_dict["TASK_PRECISION"] for r in low.runs} == {"bfloat16"}
     assert {r.knob_dict["ELMO_PRECISION"] for r in low.runs} == {"float32"}

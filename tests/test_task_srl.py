@@ -218,14 +218,14 @@ def test_baseline_learns_and_evaluates_with_the_perl_f1(train_task, tmp_path):
     evaluated = allennlp_evaluate(run_dir / "model.tar.gz", os.path.join(SAMPLE, "test"), tmp_path / "eval.json")
     assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"])
     # the per-predicate counts kept for the significance tests give back srl-eval.pl's dev and test F1
-    from runner.execute import keep_predictions
+    from runner.execution.training import keep_predictions
 
     kept = keep_predictions(run_dir, tmp_path, "f1-measure-overall", metrics, {})
     assert kept["metric"] == "span_f1" and set(kept["units"]) == {"dev", "test"}, kept
     # the file alone gives the counts back: the predicted and gold tags and the verb word are kept
     import gzip
 
-    from runner.execute import PREDICTIONS
+    from runner.execution.training import PREDICTIONS
     from tasks.predictions import srl_eval_counts
 
     dev = json.loads(gzip.decompress((tmp_path / PREDICTIONS).read_bytes()))["splits"]["dev"]

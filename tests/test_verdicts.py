@@ -1,4 +1,4 @@
-"""Verdicts a reviewer can accept (runner/verdicts.py, runner/evidence.py), on constructed runs: Holm and
+"""Verdicts a reviewer can accept (runner/analysis/verdicts.py, runner/execution/evidence.py), on constructed runs: Holm and
 Benjamini-Hochberg against hand-computed values, one test for two claims on the same runs, seeds added after a
 declaration kept out of the verdict, a batch-dependent model's number of record equal to its predictions' metric,
 a reversed result flagged against the paper, predictions swapped between runs left out; and, over the archive of
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner import stats
-from runner.evidence import PREDICTIONS, adopt, check_run, read_predictions, split_metric
-from runner.results import Cell, build_results
+from runner.analysis import stats
+from runner.execution.evidence import PREDICTIONS, adopt, check_run, read_predictions, split_metric
+from runner.analysis.tables import Cell, build_results
 from tests.test_claims import accuracy, write_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,7 +155,7 @@ def test_a_batch_dependent_models_number_of_record_is_its_predictions_metric_exa
     """A toy model whose output for an example depends on its batch (a normalisation over the batch, as the paper
     code's ELMo layer norm): evaluated by length-sorted batches it scores one number, in file order another. The run
     records the file-order pass, whose predictions are archived, and keeps the other as 'reported'."""
-    from runner.execute import keep_predictions
+    from runner.execution.training import keep_predictions
 
     rng = np.random.default_rng(1)
     x, lengths, gold = rng.normal(size=200), rng.integers(1, 30, size=200), rng.integers(0, 2, size=200)
@@ -210,7 +210,7 @@ def test_predictions_swapped_between_runs_are_named_and_left_out_of_the_claims(t
     (lambda p: p.unlink(), "is missing"),
 ])
 def test_damaged_predictions_are_named_in_one_line_and_their_run_left_out(tmp_path, capsys, damage, said):
-    from runner.execute import adopt_record
+    from runner.execution.training import adopt_record
 
     runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50})
     damage(runs[2][0] / PREDICTIONS)
@@ -233,12 +233,12 @@ def test_a_build_that_fails_leaves_the_previous_files_as_they_were(tmp_path, mon
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     (runs[1][1] / "result.json").write_text(json.dumps({**json.loads((runs[1][1] / "result.json").read_text()),
                                                         "dev": 0.99}))  # a new number for the table
-    import runner.claims
+    import runner.analysis.claims
 
     def broken(*args, **kwargs):
         raise RuntimeError("the claims builder failed")
 
-    monkeypatch.setattr(runner.claims, "build_claims", broken)
+    monkeypatch.setattr(runner.analysis.claims, "build_claims", broken)
     with pytest.raises(RuntimeError):
         build_results([TABLE2], cells, PAPER, out, {"profile": "constructed"})
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # table2.md not rewritten, no staging left

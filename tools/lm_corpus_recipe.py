@@ -1,5 +1,5 @@
-"""Derives runner/lm_corpus_recipe.tsv.xz: aligns every line of a reference lm_corpus with the paragraphs of its
-origins (runner/data_lmcorpus.py parses them) and writes which document and paragraph each line is. Ids and paragraph
+"""Derives runner/data/lm_corpus_recipe.tsv.xz: aligns every line of a reference lm_corpus with the paragraphs of its
+origins (runner/data/lm_corpus.py parses them) and writes which document and paragraph each line is. Ids and paragraph
 numbers only, never text. Needs the reference corpus (only the suite's builders have it) and git snapshots of the
 origins (``DIR/OWNER+REPO/repo``, as ``python -m runner.data verify-conversions`` reads them):
 
@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runner.data import Snapshots
+from runner.data.fetch import Snapshots
 from runner.spec import SpecError
-from runner.data_lmcorpus import RECIPE, SOURCES, gutenberg_paragraphs
+from runner.data.lm_corpus import RECIPE, SOURCES, gutenberg_paragraphs
 
 OUTPUTS = {"wikinews": ["heldout/wikinews.heldout.txt", "wikinews_00.txt", "wikinews_01.txt"],
            "enwiki2015": ["heldout/enwiki2015.heldout.txt", "enwiki2015_00.txt", "enwiki2015_01.txt"],

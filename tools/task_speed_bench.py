@@ -117,7 +117,7 @@ def read_task(task: str, knobs: dict, n_batches: int):
 def build_cache(batches, knobs: dict, directory: Path):
     from elmo_module.activation_cache import build_cache as build, file_checksum
     from elmo_module.weights import load_bilm
-    from runner.cache import instance_texts
+    from runner.stages.caches import instance_texts
 
     sentences = {tuple(s): None for batch in batches for instance in batch for s in instance_texts(instance)}
     bilm = load_bilm(knobs["ELMO_OPTIONS"], knobs["ELMO_WEIGHTS"], stateful=False)

@@ -1,7 +1,7 @@
 """SQuAD's exponential moving average of the weights (document-qa's, decay 0.999), resumable.
 
 allennlp 2.10's ``MovingAverage.load_state_dict`` (allennlp/training/moving_average.py:47-50) replaces the live
-parameters with the copies unpickled from the checkpoint: after ``allennlp train --recover`` (runner/execute.py
+parameters with the copies unpickled from the checkpoint: after ``allennlp train --recover`` (runner/execution/training.py
 _resume_from) the average follows nothing, and validation and ``best.th`` silently use the raw weights. This one keeps
 the live parameters and takes only the averages and backups from the checkpoint, on each parameter's device.
 """

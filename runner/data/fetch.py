@@ -1,0 +1,322 @@
+"""Every input of a profile from its public origin: ``python -m runner.data fetch PROFILE [--into DIR]``.
+
+The profiles read their data under ``${DATA_DIR}`` (runner/spec.py; default ../shared/data). For each dataset the
+profile names there (runner/data/convert.py), ``fetch`` downloads its origins at their pinned commit (GitHub's raw
+files, https://raw.githubusercontent.com/OWNER/REPO/COMMIT/PATH, or a URL with its sha256), converts them to the
+layout the profile reads and checks every file's sha256 against runner/data/manifest.tsv (hashes, sizes and origins
+only; the data's licences stay the origins', one note per dataset is printed). A file whose sha256 differs is named in
+one line and left as ``NAME.partial``, never used. Resumable: verified files are skipped, downloaded origins are kept
+in ``DIR/.origins/`` (deleted once their dataset is verified) and a download cut short starts again.
+
+    python -m runner.data fetch small --into ~/elmo-data     # then: DATA_DIR=~/elmo-data ./run_all.sh --profile small
+    python -m runner.data check small --into DIR             # which files are there and verified, fetching nothing
+    python -m runner.data verify-conversions --origins /work/.mirror   # conversions on local git snapshots
+
+``verify-conversions`` runs each conversion on snapshots of the origin repositories (``DIR/OWNER+REPO/repo``, a git
+repository holding the pinned commit; a URL origin as ``DIR/<its file name>``) and compares the outputs' sha256 with
+the manifest, writing nothing: the byte-for-byte check of docs/data.md.
+"""
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from runner.data.convert import DATASETS, Dataset
+from runner.spec import REPO, SpecError, data_dir, load_profile
+
+MANIFEST = Path(__file__).with_name("manifest.tsv")
+GITHUB_RAW = "https://raw.githubusercontent.com"
+
+
+def read_manifest(path: Optional[Path] = None) -> Dict[str, dict]:
+    """path under DATA_DIR -> {bytes, sha256, origin}."""
+    rows, path = {}, path or MANIFEST
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 4 or not re.fullmatch(r"[0-9a-f]{64}", fields[2]) or not fields[1].isdigit():
+            raise SpecError(f"{path}:{n}: expected path<TAB>bytes<TAB>sha256<TAB>origin, found {line[:80]!r}")
+        rows[fields[0]] = {"bytes": int(fields[1]), "sha256": fields[2], "origin": fields[3]}
+    return rows
+
+
+def unit_of(path: str) -> Optional[str]:
+    """The dataset a path under DATA_DIR belongs to (the longest unit that holds it)."""
+    units = [u for u in DATASETS if path == u or path.startswith(u + "/")]
+    return max(units, key=len) if units else None
+
+
+def profile_units(profile_name: str) -> List[str]:
+    """The datasets a profile reads: every ``${DATA_DIR}/...`` value in its file (knobs, stages, probe args)."""
+    profile, path = load_profile(profile_name)
+    found = []
+    for value in re.findall(r"\$\{DATA_DIR\}/([^\"\s]*)", path.read_text(encoding="utf-8")):
+        unit = unit_of(value) or next((u for u in DATASETS if u.startswith(value.rstrip("/") + "/")), None)
+        if unit is None:
+            raise SpecError(f"{path}: ${{DATA_DIR}}/{value} is in no dataset of runner/data/convert.py")
+        if unit not in found:
+            found.append(unit)
+    return found
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verified(root: Path, rel: str, row: dict) -> bool:
+    path = root / rel
+    return path.is_file() and path.stat().st_size == row["bytes"] and sha256(path) == row["sha256"]
+
+
+# ---------------------------------------------------------------- origins: download (fetch) or git snapshot (verify)
+
+def split_origin(origin: str):
+    """'owner/repo@commit:path' -> (owner/repo, commit, path); a URL -> (None, sha256 or None, url)."""
+    if "://" in origin:
+        url, _, pin = origin.partition("#sha256=")
+        return None, pin or None, url
+    repo, _, rest = origin.partition("@")
+    commit, _, path = rest.partition(":")
+    return repo, commit, path
+
+
+def origin_url(origin: str, base: str) -> str:
+    repo, commit, path = split_origin(origin)
+    if repo is None:
+        return path
+    return f"{base.rstrip('/')}/{repo}/{commit}/{urllib.parse.quote(path)}"
+
+
+class Downloads:
+    """get(origin) -> bytes, each origin downloaded once into ``cache`` (resumable: a complete file is kept, a
+    download cut short is a ``.part`` file started again)."""
+
+    def __init__(self, cache: Path, base: str = GITHUB_RAW):
+        self.cache, self.base, self.used = cache, base, set()  # used: the local copies read so far
+
+    def clear(self, paths) -> None:
+        """Deletes these local copies (their datasets are made and verified) and the folders they leave empty."""
+        for path in paths:
+            path.unlink(missing_ok=True)
+            for folder in path.parents:  # the folders left empty, up to the cache
+                if folder == self.cache or not folder.is_relative_to(self.cache) or any(folder.iterdir()):
+                    break
+                folder.rmdir()
+
+    def local(self, origin: str) -> Path:
+        repo, commit, path = split_origin(origin)
+        if repo is None:
+            return self.cache / "url" / path.rsplit("/", 1)[-1]
+        return self.cache / repo.replace("/", "+") / commit / path
+
+    def __call__(self, origin: str) -> bytes:
+        target = self.local(origin)
+        if not target.is_file():
+            url = origin_url(origin, self.base)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            part = target.with_name(target.name + ".part")
+            began = time.time()
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
+                    shutil.copyfileobj(response, out, 1 << 20)
+            except OSError as e:
+                part.unlink(missing_ok=True)
+                raise SpecError(f"download {url}: {e}") from None
+            os.replace(part, target)
+            print(f"  got {origin} ({target.stat().st_size / 1e6:.1f} MB, {time.time() - began:.0f} s)", flush=True)
+        data = target.read_bytes()
+        self.used.add(target)
+        pin = split_origin(origin)[1] if split_origin(origin)[0] is None else None
+        if pin and hashlib.sha256(data).hexdigest() != pin:
+            target.unlink()
+            raise SpecError(f"{origin_url(origin, self.base)}: sha256 {hashlib.sha256(data).hexdigest()}, expected "
+                            f"{pin}; deleted")
+        return data
+
+
+class Snapshots:
+    """get(origin) -> bytes from local git snapshots: ``origins/OWNER+REPO/repo`` (bare, or with .git), and a URL
+    origin's file as ``origins/<its name>``."""
+
+    def __init__(self, origins: Path):
+        self.origins = origins
+
+    def __call__(self, origin: str) -> bytes:
+        repo, commit, path = split_origin(origin)
+        if repo is None:
+            local = self.origins / path.rsplit("/", 1)[-1]
+            if not local.is_file():
+                raise SpecError(f"{origin}: no {local}")
+            return local.read_bytes()
+        git = self.origins / repo.replace("/", "+") / "repo"
+        git = git / ".git" if (git / ".git").is_dir() else git
+        done = subprocess.run(["git", "--git-dir", str(git), "show", f"{commit}:{path}"], capture_output=True)
+        if not done.returncode:
+            return done.stdout
+        # A snapshot may list a large file without its bytes: then a copy beside it counts if it is that very blob
+        # (git's blob id, sha1 of "blob SIZE\0" + bytes, as the pinned commit's tree names it).
+        blob = subprocess.run(["git", "--git-dir", str(git), "rev-parse", f"{commit}:{path}"], capture_output=True,
+                              text=True).stdout.strip()
+        local = self.origins / path.rsplit("/", 1)[-1]
+        data = local.read_bytes() if blob and local.is_file() else b""
+        if data and hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob:
+            return data
+        raise SpecError(f"{origin}: not in {git} ({done.stderr.decode(errors='replace').strip()[:80]}) and no "
+                        f"{local} with its blob id {blob or '?'}")
+
+
+# ---------------------------------------------------------------- fetch
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def fetch_unit(dataset: Dataset, rows: Dict[str, dict], root: Path, get) -> List[str]:
+    """Makes one dataset under ``root``; returns one line per file that failed (none: all verified)."""
+    wanted = {rel: row for rel, row in rows.items() if unit_of(rel) == dataset.unit}
+    todo = [rel for rel, row in wanted.items() if not verified(root, rel, row)]
+    print(f"{dataset.unit} (licence: {dataset.licence}): {len(todo) or 'no'} files of {len(wanted)} to make",
+          flush=True)
+    if not todo:
+        return []
+    if dataset.convert is None:
+        return [f"{dataset.unit}: not made: {dataset.why} (docs/data.md)"]
+    began = time.time()
+    try:
+        made = dataset.convert(get)
+    except (SpecError, ValueError, KeyError, OSError) as e:
+        return [f"{dataset.unit}: {e}"]
+    failed = []
+    for rel in wanted:
+        if rel not in made:
+            failed.append(f"{root / rel}: the conversion did not make it")
+    for rel, data in made.items():
+        row, target = wanted.get(rel), root / rel
+        digest = hashlib.sha256(data).hexdigest()
+        if row is None:
+            failed.append(f"{target}: made but not in {MANIFEST.name}; not written")
+        elif digest != row["sha256"]:
+            write_atomic(target.with_name(target.name + ".partial"), data)
+            target.unlink(missing_ok=True)
+            failed.append(f"{target}: sha256 {digest[:16]}..., expected {row['sha256'][:16]}... ({row['origin'][:60]}"
+                          f"...); left as {target.name}.partial, not used")
+        else:
+            write_atomic(target, data)
+            target.with_name(target.name + ".partial").unlink(missing_ok=True)
+            print(f"  {rel}: ok ({len(data) / 1e6:.1f} MB)", flush=True)
+    print(f"{dataset.unit}: {len(made) - len(failed)} files written and verified ({time.time() - began:.0f} s)")
+    return failed
+
+
+def fetch(profile: str, into: Path, base: str = GITHUB_RAW, keep_origins: bool = False) -> int:
+    rows, units = read_manifest(), profile_units(profile)
+    cache = into / ".origins"
+    get = Downloads(cache, base)
+    failed, incomplete, done, kept = [], 0, set(), set()
+    for unit in units:
+        lines = fetch_unit(DATASETS[unit], rows, into, get)
+        failed, incomplete = failed + lines, incomplete + bool(lines)
+        (kept if lines else done).update(get.used)  # a download another dataset shares (WordNet's) is read once
+        get.used = set()
+    if not keep_origins:
+        get.clear(done - kept)  # those of an unfinished dataset stay for the next try
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    hint = "" if into.resolve() == (REPO / data_dir()).resolve() else f"; use it with DATA_DIR={into}"
+    print(f"{profile}: {len(units) - incomplete} of {len(units)} datasets complete in "
+          f"{into}{hint}")
+    return 1 if failed else 0
+
+
+def fetch_into_data_dir(profile: str) -> int:
+    """``python -m runner --fetch-data``: fetch into DATA_DIR (relative to the repository)."""
+    into = Path(data_dir())
+    try:
+        return fetch(profile, into if into.is_absolute() else REPO / into,
+                     os.environ.get("ELMO_DATA_BASE_URL", GITHUB_RAW))
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def check(profile: str, into: Path) -> int:
+    rows, bad = read_manifest(), 0
+    for unit in profile_units(profile):
+        wanted = [rel for rel in rows if unit_of(rel) == unit]
+        ok = sum(verified(into, rel, rows[rel]) for rel in wanted)
+        bad += ok < len(wanted)
+        print(f"{unit}: {ok} of {len(wanted)} files verified in {into}")
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------- verify-conversions
+
+def verify_conversions(origins: Path, units: Optional[List[str]] = None) -> int:
+    """Each conversion on the origins' own bytes (git snapshots): its outputs' sha256 against the manifest."""
+    rows, bad = read_manifest(), 0
+    print("| dataset | files | byte for byte | note |\n|---|---|---|---|")
+    for unit, dataset in DATASETS.items():
+        if units and unit not in units:
+            continue
+        wanted = [rel for rel in rows if unit_of(rel) == unit]
+        if dataset.convert is None:
+            print(f"| {unit} | {len(wanted)} | not checked | {dataset.why} |")
+            continue
+        try:
+            made = dataset.convert(Snapshots(origins))
+        except (SpecError, ValueError, KeyError, OSError) as e:
+            print(f"| {unit} | {len(wanted)} | not checked | origin not here: {str(e)[:150]} |")
+            continue
+        same = [rel for rel in wanted if rel in made and hashlib.sha256(made[rel]).hexdigest() == rows[rel]["sha256"]]
+        differ = sorted(set(wanted) - set(same)) + sorted(set(made) - set(wanted))
+        bad += bool(differ)
+        print(f"| {unit} | {len(wanted)} | {'yes' if not differ else f'{len(same)} of {len(wanted)}'} | "
+              f"{'differ: ' + ', '.join(differ[:5]) if differ else ''} |")
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.data", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("fetch", "download, convert and verify every dataset the profile reads"),
+                       ("check", "say which of the profile's files are there and verified; fetch nothing")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("profile", help="a profile name (runner/profiles/NAME.json) or path")
+        p.add_argument("--into", default=None, help="the data root to fill (default: DATA_DIR, else ../shared/data; "
+                                                    "relative to the repository)")
+        if name == "fetch":
+            p.add_argument("--base-url", default=os.environ.get("ELMO_DATA_BASE_URL", GITHUB_RAW),
+                           help=f"where OWNER/REPO/COMMIT/PATH is served (default {GITHUB_RAW})")
+            p.add_argument("--keep-origins", action="store_true", help="keep the downloads in DIR/.origins/")
+    p = sub.add_parser("verify-conversions", help="run the conversions on local git snapshots of the origins")
+    p.add_argument("--origins", required=True, help="folder of snapshots: OWNER+REPO/repo (git) and URL files")
+    p.add_argument("--only", nargs="*", default=None, help="datasets to check (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "verify-conversions":
+            return verify_conversions(Path(args.origins), args.only)
+        into = Path(args.into).resolve() if args.into else Path(data_dir())  # DATA_DIR: relative to the repository
+        into = into if into.is_absolute() else REPO / into
+        if args.command == "check":
+            return check(args.profile, into)
+        return fetch(args.profile, into, args.base_url, args.keep_origins)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+

@@ -1,0 +1,1 @@
+"""Executing runs: one training, the executors, resume, the archive, probes, the inputs' freshness."""

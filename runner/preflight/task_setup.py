@@ -1,0 +1,88 @@
+"""What the preflight (runner/preflight/checks.py) and its GPU estimate (runner/preflight/gpu_estimate.py) both read of a profile's
+runs before any training: the task's config evaluated with a run's knobs and its nodes, a readable sample of a data
+file, the weights the profile's biLM stages start from, the GPU the runs ask for, and an error's first line. Below
+both, so that neither imports the other for it."""
+import json
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from runner.spec import REPO, expand
+
+PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
+JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first non-empty line (a reader's or allennlp's message, without the lines after it)."""
+    lines = [l for l in str(error).splitlines() if l.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def task_config(task: str, knobs: Dict[str, str]) -> dict:
+    """The task's jsonnet config evaluated with the run's knobs."""
+    from allennlp.common import Params
+
+    return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=dict(knobs)).as_dict()
+
+
+def config_nodes(node, path="config"):
+    """Every dict of a config with its path (``config.model.text_field_embedder``), depth first."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from config_nodes(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from config_nodes(value, f"{path}[{i}]")
+
+
+def sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
+    """(a readable sample of a data file, whole size / sample size): the file itself when small, else its first
+    PREFIX_BYTES cut at a blank line (or a line end), or a JSON file's first JSON_ENTRIES entries of its longest
+    top-level list (SQuAD's 'data')."""
+    size = path.stat().st_size
+    if path.suffix == ".json":
+        if size <= 4 * PREFIX_BYTES:
+            return path, 1.0
+        try:
+            document = json.loads(path.read_bytes().decode("utf-8-sig"))
+            key = max((k for k, v in document.items() if isinstance(v, list)), key=lambda k: len(document[k]))
+        except (ValueError, AttributeError):  # not a JSON object with a list (a download cut short): the reader
+            return path, 1.0  # reads the whole file and says what is wrong with it, naming the file
+        entries = document[key]
+        sample = directory / path.name
+        sample.write_text(json.dumps({**document, key: entries[:JSON_ENTRIES]}), encoding="utf-8")
+        return sample, len(entries) / min(len(entries), JSON_ENTRIES)
+    if size <= PREFIX_BYTES:
+        return path, 1.0
+    with open(path, "rb") as f:
+        head = f.read(PREFIX_BYTES)
+    # the last blank line (a sentence boundary), else the last line end; lines end at \n, \r\n or \r (a CR-only
+    # file was cut to nothing)
+    ends = [m.end() for m in re.finditer(rb"(?:\r\n|\r|\n){2}", head)] or \
+        [m.end() for m in re.finditer(rb"\r\n|\r|\n", head)] or [len(head)]
+    head = head[:ends[-1]]
+    sample = directory / path.name
+    sample.write_bytes(head)
+    return sample, size / len(head)
+
+
+def bilm_sources(profile: dict) -> List[Tuple[str, str]]:
+    """(options, weights) that the profile's biLM stages start from (finetune.from: official weights)."""
+    spec = profile.get("bilm") or {}
+    source = (spec.get("finetune") or {}).get("from")
+    if isinstance(source, dict):
+        return [(expand(source["options"]), expand(source["weights"]))]
+    return []
+
+
+def gpu_index(profile: dict, runs) -> Optional[int]:
+    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU, and for
+    "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
+    if profile.get("device") == "cpu":
+        return None
+    devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
+    if devices:
+        return devices[0]
+    return 0 if profile.get("device") == "cuda" else None

@@ -1,0 +1,143 @@
+"""The run-directory records, the ground floor every job reads and writes: JSON written atomically, a run's
+result loaded and checked for completeness, paths made portable, the machine and the code a record was made with."""
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional, Sequence, Tuple
+
+from elmo_module.device import cpu_name
+from runner.spec import REPO
+
+
+def differs_from_head(tracked: Sequence[str], untracked: Sequence[str], repo: Path) -> bool:
+    """Whether a tracked file under the pathspecs ``tracked`` differs from HEAD, or git does not know yet (and does
+    not ignore) a file under ``untracked``. Raises OSError or CalledProcessError where git cannot tell."""
+    changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *tracked], cwd=repo,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0
+    new = subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard", "--", *untracked], cwd=repo,
+                                  text=True, stderr=subprocess.DEVNULL).strip()
+    return changed or bool(new)
+
+
+# an absolute path up to one of a checkout's own folders: /work/wt/x/runs/p/... -> runs/p/...
+_OTHER_CHECKOUT = re.compile(r"(?<![\w.~-])/(?:[^\s\"'/]+/)+?(?=(?:runs|artifacts|\.venv|cache|tasks|elmo_module)/)")
+
+
+def repo_relative(data):
+    """``data`` (a JSON value) with this checkout's absolute path taken out of every string: what is committed under
+    results/ names files relative to the repository, never the machine that made them."""
+    prefix = f"{REPO}{os.sep}"
+    if isinstance(data, str):  # this checkout's path, then any other checkout's (records made elsewhere)
+        return _OTHER_CHECKOUT.sub("", data.replace(prefix, ""))
+    if isinstance(data, dict):
+        return {repo_relative(k): repo_relative(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [repo_relative(v) for v in data]
+    return data
+
+
+def make_portable(results_dir: Path) -> int:
+    """Rewrite the archived records of a multi-session profile (runs/, bilm/, vectors/ under ``results_dir``) whose
+    strings still hold this checkout's absolute path (records archived before they were written portable). Returns
+    how many files changed."""
+    changed = 0
+    for path in sorted(p for sub in ("runs", "bilm", "vectors") for p in (results_dir / sub).rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a broken record is reported where it is read
+        portable = repo_relative(data)
+        if portable != data:
+            write_json(path, portable)
+            changed += 1
+    return changed
+
+
+def write_json(path: Path, data) -> None:
+    """Write-then-rename; on a failed write (a full disk) the partial file is removed, never left to look whole."""
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(data, indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, data) -> None:
+    """Text or bytes written to a temporary sibling, then renamed over `path` (the tables, reports and claims)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary left behind
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
+    """(result, None) for a complete result.json; (None, what is wrong) for an empty or truncated one (a disk that
+    filled up, a copy that was cut short): such a run counts as unfinished; (None, None) when there is none."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None, None
+    except IsADirectoryError:
+        return None, f"{path}: expected a result file, found a directory"
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as e:
+        found = "an empty file" if not text.strip() else f"invalid JSON at line {e.lineno} ({e.msg})"
+        return None, f"{path}: expected a complete JSON result, found {found}"
+    if not isinstance(result, dict):
+        return None, f"{path}: expected a JSON object, found {type(result).__name__}"
+    # a task run's result (not a failed.json, not a probe's result, which names its probe and sweep) has its metric: 'dev' and
+    # 'test' numbers or null, one of them a number (runner/analysis/tables.py read_run reads them)
+    numbers = [isinstance(result.get(k), (int, float)) and not isinstance(result.get(k), bool) for k in ("dev", "test")]
+    if "returncode" not in result and "sweep" not in result and "probe" not in result and (
+            not any(numbers) or any(not n and result.get(k) is not None for n, k in zip(numbers, ("dev", "test")))):
+        return None, (f"{path}: expected a run's result with 'dev' and 'test' numbers (or one null), found "
+                      f"{result.get('dev')!r} and {result.get('test')!r}")
+    return result, None
+
+
+def hardware() -> str:
+    import torch
+
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    # the vector unit torch dispatches to (AVX512, AVX2, ...): "AMD EPYC" named both the VM's AVX-512 and its AVX2-only
+    # machines, whose kernels round differently (a run resumed across them is not the run never stopped)
+    vector = torch.backends.cpu.get_cpu_capability()
+    return f"{os.cpu_count()} CPU cores ({cpu_name()}, {vector}), {gpu}, torch {torch.__version__}"
+
+
+CODE_DIRS = ("elmo_module", "tasks", "runner", "jsonnet_configs", "probes", "tools")
+
+
+def git_commit(repo: Path = REPO) -> str:
+    """HEAD's short hash, with "+changes" when the code differs from it: a tracked file changed (results/ excluded:
+    the runner itself writes there while it works) or a file git does not know yet (and does not ignore) in a code
+    folder, e.g. a new module under tasks/ that a config imports (once missed: it was not flagged)."""
+    try:
+        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=repo, text=True,
+                                         stderr=subprocess.DEVNULL).strip()
+        return commit + ("+changes" if differs_from_head([".", ":!results"], CODE_DIRS, repo) else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def made_record(commit: str) -> dict:
+    """How a run was made, kept in its result.json (and so in a multi-session profile's archive): the code it
+    started with, the date it finished, the machine."""
+    return {"git_commit": commit, "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "hardware": hardware()}

@@ -1,0 +1,361 @@
+"""Static word vectors for the baselines, trained here because GloVe cannot be downloaded (issue: the small profile).
+
+Every baseline of the paper starts from pretrained GloVe vectors (supplement A.2-A.8): 840B.300d for SQuAD, SNLI,
+coref and SST-5, 6B.100d for SRL (deep_srl config/srl_config.json:9), 6B.50d for NER (allennlp-models
+ner_elmo.jsonnet:38-43). A profile without those files gets vectors of the same shape trained on the biLM's own
+pretraining text, so that the comparison is static against contextual vectors from one corpus. 840B is cased and 6B
+lowercased, so the 300-d file is cased and the 100-d and 50-d files are lowercased, as the releases they stand in
+for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module.lm_data.tokenize_simple``).
+
+The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by
+default so that the output is the same bytes on every run on one CPU model (gensim's ``corpus_file`` mode with
+several workers depends on thread timing; another CPU model's BLAS kernels give other bytes, which the runner
+treats as other vectors: runner/execution/archive.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most frequent word
+first), which allennlp's ``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
+
+A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at the files::
+
+    "vectors": {"out": "artifacts/small/vectors", "train": ["../shared/data/lm_corpus/*.txt"],
+                "dims": ["300:cased", "100:lowercase", "50:lowercase"], "args": ["--epochs", "5"]}
+
+The stage (``prepare_vectors``, run by the runner before any run) is skipped once ``OUT/vectors.json`` records the
+same training files (their sha256 too: a changed corpus makes the vectors again) and settings, and refused while a
+vector file no longer matches the sha256 recorded for it; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
+``OUT/vectors.json`` also holds the quality checks (WordSim-353 and SimLex-999 rank correlations, the Google analogy
+set, nearest neighbours of a few words; the word sets are the copies gensim ships for its own tests), which the
+runner writes to ``results/<profile>/vectors.md``.
+
+    python -m runner.stages.word_vectors --train F [F ...] --out DIR [--dims 300:cased 100:lowercase 50:lowercase] [--epochs 5]
+"""
+import argparse
+import codecs
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from runner.execution.freshness import changed_sums, sha256_of, stage_sums
+from runner.records import make_portable, repo_relative, write_json
+from runner.spec import REPO, SpecError, expand, repo_path
+from runner.stages.bilm_stages import call_stage
+
+RECORD = "vectors.json"
+NEIGHBOUR_WORDS = ("king", "France", "good", "Monday", "computer", "play", "bank", "seven")
+
+
+def file_name(dim: int, case: str) -> str:
+    return f"vectors.{dim}d.{case}.txt"
+
+
+def _dims(values: List[str]) -> List[tuple]:
+    dims = []
+    for value in values:
+        dim, _, case = value.partition(":")
+        if not dim.isdigit() or int(dim) <= 0 or case not in ("cased", "lowercase"):
+            raise SystemExit(f"error: --dims {value}: expected DIM:cased or DIM:lowercase (e.g. 300:cased)")
+        dims.append((int(dim), case))
+    return dims
+
+
+def _tokenized_corpus(train: List[Path], out: Path, lowercase: bool) -> Dict[str, int]:
+    """The training text tokenized once, one line per input line, for gensim's fast ``corpus_file`` mode."""
+    from elmo_module.lm_data import tokenize_simple  # (torch/allennlp behind it: loaded when this runs)
+
+    path = out / f"corpus.{'lowercase' if lowercase else 'cased'}.txt"
+    counts = {"lines": 0, "tokens": 0}
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        for source in train:
+            print(f"  tokenizing {source}{' (lowercased)' if lowercase else ''}", flush=True)
+            with open(source, "rb") as lines:
+                for number, raw in enumerate(lines, 1):
+                    try:  # one line naming file and line, as the biLM's pretraining says it (elmo_module/lm_data.py)
+                        line = (raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw).decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        partial.unlink()
+                        raise SystemExit(f"error: {source}:{number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                                         f"column {e.start + 1}); expected UTF-8 text, one paragraph per line")
+                    tokens = tokenize_simple(line.lower() if lowercase else line)
+                    if tokens:
+                        f.write(" ".join(tokens) + "\n")
+                        counts["lines"] += 1
+                        counts["tokens"] += len(tokens)
+    if not counts["tokens"]:
+        partial.unlink()
+        raise SystemExit(f"error: --train {' '.join(map(str, train))}: no text (empty files, or blank lines only); "
+                         f"expected one paragraph per line")
+    os.replace(partial, path)
+    counts["path"] = str(path)
+    return counts
+
+
+def write_glove(keyed_vectors, path: Path) -> None:
+    """GloVe text format, most frequent word first; written to a .partial file and renamed when complete."""
+    import numpy as np
+
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        for word, vector in zip(keyed_vectors.index_to_key, keyed_vectors.vectors):
+            f.write(word + " " + " ".join(np.char.mod("%.5f", vector).tolist()) + "\n")
+    os.replace(partial, path)
+
+
+def quality(keyed_vectors, lowercase: bool) -> dict:
+    """Word-similarity and analogy scores, and nearest neighbours: the vectors' sanity check for vectors.md."""
+    from gensim.test.utils import datapath
+
+    checks = {}
+    for name, file in (("wordsim353", "wordsim353.tsv"), ("simlex999", "simlex999.txt")):
+        try:
+            _, spearman, oov = keyed_vectors.evaluate_word_pairs(datapath(file), case_insensitive=True)
+            checks[name] = {"spearman": round(float(spearman[0]), 4), "oov_percent": round(float(oov), 1)}
+        except (ValueError, ZeroDivisionError):  # a tiny vocabulary (tests) holds fewer than two of the pairs
+            checks[name] = {"spearman": None, "oov_percent": 100.0}
+    try:
+        score, _ = keyed_vectors.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=30000,
+                                                         case_insensitive=True)
+        checks["google_analogy_accuracy"] = round(float(score), 4)
+    except (ValueError, ZeroDivisionError):
+        checks["google_analogy_accuracy"] = None
+    neighbours = {}
+    for word in NEIGHBOUR_WORDS:
+        key = word.lower() if lowercase else word
+        if key in keyed_vectors.key_to_index:
+            neighbours[key] = [w for w, _ in keyed_vectors.most_similar(key, topn=6)]
+    checks["neighbours"] = neighbours
+    return checks
+
+
+def train(args) -> dict:
+    import gensim
+    from gensim.models import Word2Vec
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    record = {"settings": settings(args), "inputs": stage_sums(args.train, Path), "gensim": gensim.__version__,
+              "files": {}, "corpus": {}}
+    for lowercase in sorted({case == "lowercase" for _, case in _dims(args.dims)}):
+        corpus = _tokenized_corpus([Path(p) for p in args.train], out, lowercase)
+        record["corpus"]["lowercase" if lowercase else "cased"] = corpus
+        for dim, case in _dims(args.dims):
+            if (case == "lowercase") != lowercase:
+                continue
+            print(f"  training {dim}-d {case} vectors ({args.epochs} epochs over {corpus['tokens']:,} tokens, "
+                  f"{args.threads} thread(s))", flush=True)
+            began = time.time()
+            try:
+                model = Word2Vec(corpus_file=corpus["path"], vector_size=dim, window=args.window,
+                                 min_count=args.min_count, max_final_vocab=args.max_vocab, sg=1, negative=5,
+                                 sample=1e-4, epochs=args.epochs, workers=args.threads, seed=args.seed)
+            except RuntimeError as e:  # gensim: "you must first build vocabulary before training the model"
+                os.remove(corpus["path"])
+                raise SystemExit(f"error: --train: no word occurs --min-count {args.min_count} times in its "
+                                 f"{corpus['tokens']:,} tokens ({e}); expected more text or a lower --min-count")
+            path = out / file_name(dim, case)
+            write_glove(model.wv, path)
+            record["files"][str(dim)] = {"path": path.name, "case": case, "vocabulary": len(model.wv),
+                                         "bytes": path.stat().st_size, "sha256": sha256_of(path),
+                                         "train_s": round(time.time() - began, 1),
+                                         **quality(model.wv, lowercase)}
+        os.remove(corpus["path"])  # the tokenized text is large and cheap to make again
+        corpus["path"] = Path(corpus["path"]).name  # records name no absolute path of this machine
+    record["wall_time_s"] = round(time.time() - started, 1)
+    record["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    partial = out / (RECORD + ".partial")
+    partial.write_text(json.dumps(record, indent=2))
+    os.replace(partial, out / RECORD)  # last: its presence means every file above is complete
+    return record
+
+
+
+
+def settings(args) -> dict:
+    """What makes the vectors what they are: a record with other settings is not reused."""
+    return {"train": [str(p) for p in args.train], "dims": list(args.dims), "epochs": args.epochs,
+            "window": args.window, "min_count": args.min_count, "max_vocab": args.max_vocab, "seed": args.seed,
+            "method": "word2vec skip-gram, 5 negatives, sample 1e-4"}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m runner.stages.word_vectors", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", nargs="+", required=True, help="training text files (one paragraph per line)")
+    parser.add_argument("--out", required=True, help="directory for vectors.<dim>d.<case>.txt and vectors.json")
+    parser.add_argument("--dims", nargs="+", default=["300:cased", "100:lowercase", "50:lowercase"],
+                        help="DIM:cased|lowercase, one file each (default: the three GloVe files the paper's "
+                             "baselines read)")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--window", type=int, default=5)
+    parser.add_argument("--min-count", type=int, default=5)
+    parser.add_argument("--max-vocab", type=int, default=200000, help="most frequent words kept (default 200,000)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="worker threads (default 1: more are faster but no longer give the same bytes)")
+    args = parser.parse_args(argv)
+    for name in ("epochs", "window", "min_count", "max_vocab", "threads"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a positive integer")
+    _dims(args.dims)
+    for path in args.train:
+        if "heldout" in Path(path).parts:
+            parser.error(f"--train {path}: a held-out file; the vectors train on the training text only (the "
+                         f"biLM's held-out perplexity is measured on it)")
+        if not Path(path).is_file():
+            parser.error(f"--train {path}: not a file")
+    return args
+
+
+def to_make(out: Path, args: List[str]) -> Optional[str]:
+    """None when OUT holds the vectors that ``args`` ask for (the stage is then skipped): OUT/vectors.json records
+    the same settings and the same bytes of the training files as today's. Else why they are to be made (one line).
+    A vector file that no longer matches its own record (cut, edited) is refused (SpecError): reused, or trained on
+    by --redo-stale, it would give runs of other vectors than the record says."""
+
+    path = out / RECORD
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet, or cut short (it is written last, by rename: a stage never finished)
+        return "not made yet"
+    wanted = parse_args([*args, "--out", str(out)])
+    if record.get("settings") != settings(wanted):
+        return "made with other settings"
+    current = stage_sums(wanted.train, repo_path)  # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
+    if "inputs" not in record:  # made before the stage recorded what it read: taken as made from today's files
+        print(f"warning: {path} does not record the checksums of its training files (made before the stage "
+              f"recorded them): taken as made from today's {', '.join(current)}", file=sys.stderr)
+        write_json(path, {**record, "inputs": current})
+    elif changed_sums(record["inputs"], current):
+        return f"{', '.join(changed_sums(record['inputs'], current))} changed since they were made"
+    for dim, f in record["files"].items():
+        vectors = out / f["path"]
+        if not vectors.is_file():
+            return f"{vectors.name} is missing"
+        if sha256_of(vectors) != f["sha256"]:
+            with open(vectors, "rb") as lines:
+                found = sum(block.count(b"\n") for block in iter(lambda: lines.read(1 << 22), b""))
+            raise SpecError(f"word vectors: {vectors} does not match its record in {path} ({f['vocabulary']:,} "
+                            f"words, sha256 {f['sha256'][:12]}; found {found:,} lines, sha256 "
+                            f"{sha256_of(vectors)[:12]}): remove {out} to make the vectors again (the runs that "
+                            f"read them then train again)")
+    return None
+
+
+def stage_args(profile: dict) -> List[str]:
+    """The stage's command-line arguments: the profile's training files (globs expanded, sorted) and settings."""
+    import glob
+
+
+    spec = profile["vectors"]
+    train = []
+    for pattern in spec["train"]:  # as given (relative to the repository, where the stage runs): portable records
+        pattern = expand(pattern)
+        train += sorted(glob.glob(pattern, root_dir=REPO)) if glob.has_magic(pattern) else [pattern]
+    return ["--train", *train, *(["--dims", *spec["dims"]] if spec.get("dims") else []), *spec.get("args", [])]
+
+
+def vectors_pending(profile: dict) -> bool:
+    """True when prepare_vectors() would train the profile's vectors."""
+
+    return bool(profile.get("vectors")) and to_make(repo_path(profile["vectors"]["out"]),
+                                                    stage_args(profile)) is not None
+
+
+def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
+    """Run the profile's vectors stage unless it is done. Returns its output directory (None without a stage)."""
+    if not profile.get("vectors"):
+        return None
+
+    out = repo_path(profile["vectors"]["out"])
+    args = stage_args(profile)
+    why = to_make(out, args)
+    if why is None:
+        print(f"word vectors: done ({out})", flush=True)
+        return out
+    if (out / RECORD).is_file():  # the runs that read the old vectors are then stale (their checksums differ)
+        print(f"word vectors: made again ({why})", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RECORD).unlink(missing_ok=True)
+    call_stage([sys.executable, "-m", "runner.stages.word_vectors", *args, "--out", str(out)], out, out / "vectors.log",
+          "word vectors", show=not quiet)
+    return out
+
+
+def archive_vectors(profile: dict, archive: Path) -> None:
+    """A multi-session profile keeps the stage's records (not the large vector files, which stay out of git and are
+    made again, the same bytes, by a fresh clone that still has runs to do) in RESULTS/vectors/."""
+    import shutil
+
+
+    out = repo_path(profile["vectors"]["out"])
+    for name in (RECORD, "stages.json"):
+        if (out / name).is_file():
+            archive.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / name, archive / (name + ".partial"))
+            os.replace(archive / (name + ".partial"), archive / name)
+
+    make_portable(archive.parent)  # the records name no absolute checkout path (the shared mechanism, runner/execution/training.py)
+
+
+def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
+    """results/<profile>/vectors.md from the stage's record (here, else the archived one); a multi-session profile
+    archives the record first."""
+
+    out = profile["vectors"]["out"]
+    if profile.get("archive_runs"):
+        archive_vectors(profile, results_dir / "vectors")
+    for path in (repo_path(out) / RECORD, results_dir / "vectors" / RECORD):
+        if path.is_file():
+            text = vectors_markdown(repo_relative(json.loads(path.read_text())), out, provenance)
+            results_dir.mkdir(parents=True, exist_ok=True)
+            (results_dir / "vectors.md.partial").write_text(text)
+            os.replace(results_dir / "vectors.md.partial", results_dir / "vectors.md")
+            return
+
+
+def vectors_markdown(record: dict, out: str, provenance: List[str]) -> str:
+    """results/<profile>/vectors.md: what the baselines' word vectors are and how good they look."""
+    s = record["settings"]
+    lines = ["# Word vectors of the baselines (GloVe stand-ins)", "",
+             f"Trained by `python -m runner.stages.word_vectors` (gensim {record['gensim']}, {s['method']}, window {s['window']}, "
+             f"{s['epochs']} epochs, min count {s['min_count']}, at most {s['max_vocab']:,} words, seed {s['seed']}) "
+             f"on the biLM's training text; written to `{out}/` in GloVe's text format; "
+             f"{record['wall_time_s'] / 60:.0f} min in all.", ""]
+    for case, corpus in record["corpus"].items():
+        lines.append(f"- {case} text: {corpus['tokens']:,} tokens in {corpus['lines']:,} lines")
+    lines += ["- training files: " + ", ".join(f"`{p}`" for p in s["train"]), "",
+              "| file | stands in for | words | WordSim-353 ρ | SimLex-999 ρ | Google analogies (top 30k words) | training |",
+              "|---|---|---|---|---|---|---|"]
+    glove = {"300": "glove.840B.300d (cased)", "100": "glove.6B.100d (lowercased)", "50": "glove.6B.50d (lowercased)"}
+    for dim, f in record["files"].items():
+        lines.append(f"| `{f['path']}` | {glove.get(dim, '-')} | {f['vocabulary']:,} | {_score(f['wordsim353']['spearman'])} | "
+                     f"{_score(f['simlex999']['spearman'])} | {_score(f['google_analogy_accuracy'], 100, ' %')} | "
+                     f"{f['train_s'] / 60:.1f} min |")
+    lines += ["", "The GloVe files they stand in for were trained on 6 (6B) and 840 (840B) billion tokens; these on the "
+              "~20M above. Word pairs and analogies: the copies of WordSim-353, SimLex-999 and Mikolov et al.'s "
+              "analogy set that gensim ships for its tests (Spearman ρ over the pairs both words of which are in "
+              "the vocabulary).", "", "Nearest neighbours (cosine):", ""]
+    for dim, f in record["files"].items():
+        for word, near in f["neighbours"].items():
+            lines.append(f"- {dim}-d `{word}`: {', '.join(near)}")
+    return "\n".join(lines + ["", *provenance]) + "\n"
+
+
+def _score(value, scale=1, unit="") -> str:
+    return "-" if value is None else f"{scale * value:.{1 if scale != 1 else 3}f}{unit}"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    record = train(args)
+    for dim, f in record["files"].items():
+        print(f"  {f['path']}: {f['vocabulary']:,} words, WordSim-353 {_score(f['wordsim353']['spearman'])}, "
+              f"SimLex-999 {_score(f['simlex999']['spearman'])}, analogies "
+              f"{_score(f['google_analogy_accuracy'], 100, ' %')}")
+    print(f"vectors in {args.out} ({record['wall_time_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
