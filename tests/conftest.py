@@ -122,3 +122,11 @@ def shared_data(*parts) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not present")
     return path
+
+
+def pytest_runtest_logreport(report):
+    """ELMO_TEST_TIMES=FILE: each test's call time appended as 'seconds<TAB>node id' (how the `slow` marks were
+    chosen: a test over ~2 s on a 2-core machine, or one that trains or starts a runner, is `slow`)."""
+    if report.when == "call" and os.environ.get("ELMO_TEST_TIMES"):
+        with open(os.environ["ELMO_TEST_TIMES"], "a") as f:
+            f.write(f"{report.duration:.2f}\t{report.nodeid}\n")
