@@ -1,7 +1,7 @@
-"""One invocation of the runner, step by step: plan -> check (preflight, device, locks) -> biLM stages -> runs ->
-tables (``python -m runner``, runner/__main__.py, reads the command line and calls run()). Where each step lives:
-the plan runner/plan.py, the locks runner/locks.py, the archive and the finished-run checks runner/execution/archive.py, the
-biLM stages and what trains beside them runner/stages/schedule.py, the runs as jobs runner/execution/jobs.py, the tables
+"""One invocation of the runner, step by step: plan -> check (preflight, device, locks) -> biLM stages -> runs -> tables
+(``python -m runner``, runner/__main__.py, reads the command line and calls run()). Where each step lives: the plan
+runner/plan.py, the locks runner/locks.py, the archive and the finished-run checks runner/execution/archive.py, the biLM
+stages and what trains beside them runner/stages/schedule.py, the runs as jobs runner/execution/jobs.py, the tables
 runner/analysis/build.py.
 """
 import argparse

@@ -112,7 +112,8 @@ def device_plan(settings: Settings):
         return [], "cpu", devices.describe("cpu")
     if settings.executor == "ray":  # (Settings.build makes --gpus-per-run 1 there unless it is given)
         if settings.gpus_per_run <= 0:
-            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, found {settings.gpus_per_run}")
+            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, "
+                            f"found {settings.gpus_per_run}")
         local = "cuda" if torch.cuda.device_count() and devices.cuda_problem(0) is None else "cpu"
         return [], local, (f"device cuda on Ray: {settings.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
                            f"biLM stages and activation caches here on {devices.describe(local)}")
@@ -123,5 +124,6 @@ def device_plan(settings: Settings):
             raise SpecError(f"device cuda: {problem}")
     slots = gpu_slots(count, settings.runs_per_gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
     names = "; ".join(devices.describe(f"cuda:{i}").split(": ", 1)[1] for i in range(count))
-    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, {settings.runs_per_gpu} per "
+    return slots, "cuda", (f"device cuda: {count} GPU(s) ({names}), {len(slots)} run(s) at a time, "
+                           f"{settings.runs_per_gpu} per "
                    f"GPU, each pinned to its GPU")

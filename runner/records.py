@@ -100,7 +100,8 @@ def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
         return None, f"{path}: expected a complete JSON result, found {found}"
     if not isinstance(result, dict):
         return None, f"{path}: expected a JSON object, found {type(result).__name__}"
-    # a task run's result (not a failed.json, not a probe's result, which names its probe and sweep) has its metric: 'dev' and
+    # a task run's result (not a failed.json, not a probe's result, which names its probe and sweep) has its metric:
+    # 'dev' and
     # 'test' numbers or null, one of them a number (runner/analysis/tables.py read_run reads them)
     numbers = [isinstance(result.get(k), (int, float)) and not isinstance(result.get(k), bool) for k in ("dev", "test")]
     if "returncode" not in result and "sweep" not in result and "probe" not in result and (

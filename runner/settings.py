@@ -24,7 +24,8 @@ def check_flags(flags: argparse.Namespace) -> None:
     --results-dir that is a file, a traceback after every training)."""
     at_least_one, positive, not_negative = (">= 1", lambda v: v >= 1), ("> 0", lambda v: v > 0), \
         (">= 0", lambda v: v >= 0)
-    for flag, value, (expected, ok) in (("--jobs", flags.jobs, at_least_one), ("--threads", flags.threads, at_least_one),
+    for flag, value, (expected, ok) in (("--jobs", flags.jobs, at_least_one),
+                                        ("--threads", flags.threads, at_least_one),
                                         ("--runs-per-gpu", flags.runs_per_gpu, at_least_one),
                                         ("--cpus-per-run", flags.cpus_per_run, positive),
                                         ("--gpus-per-run", flags.gpus_per_run, not_negative)):

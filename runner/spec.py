@@ -21,7 +21,8 @@ REPO = HERE.parent
 
 
 # Every sweep kind with the keys its sweep file must have: a new kind is one line here, its builder in
-# runner/analysis/tables.py and, if it runs something other than task trainings, its runs' planning (as runner/execution/probes.py).
+# runner/analysis/tables.py and, if it runs something other than task trainings, its runs' planning (as
+# runner/execution/probes.py).
 PROBE_KINDS = ("neighbours", "wsd", "pos")  # Tables 4-6: probes/ on the frozen biLM, no task training (Sec. 5.3)
 
 
@@ -116,8 +117,8 @@ TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
 SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
-                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict, "sweep_overrides": dict, "device": str,
-                "vectors": dict, "run_order": str, "replicates": str}
+                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict,
+                "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str}
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py
@@ -125,7 +126,8 @@ DEVICES = ("cpu", "cuda")
 _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
 
 # Sweep kinds and the fields each may have besides SWEEP_COMMON. A new kind (e.g. a probe) is one more entry here
-# (and its builder in runner/analysis/tables.py); a kind with "columns" expands to runs, one per column, x value and seed.
+# (and its builder in runner/analysis/tables.py); a kind with "columns" expands to runs, one per column, x value and
+# seed.
 SWEEP_COMMON = {"name", "kind", "title", "tasks", "note"}
 SWEEP_KINDS = {
     "table": {"split", "columns", "reference", "seeds", "first_seed", "seeds_added_later"},
@@ -301,14 +303,16 @@ def check_sweep(sweep: dict, where: str) -> None:
     first = sweep.get("first_seed", 1)
     if not isinstance(first, int) or isinstance(first, bool) or first < 1:
         raise _key_error(where, "first_seed", "an integer >= 1 (the seeds are first_seed .. first_seed + n - 1)", first)
-    for task, entry in (sweep.get("seeds_added_later") or {}).items():  # runner/analysis/claims.py: shown, not in the verdict
+    # runner/analysis/claims.py: shown, not in the verdict
+    for task, entry in (sweep.get("seeds_added_later") or {}).items():
         wanted = sweep_seeds(sweep, task)
         if task not in TASKS:
             raise _unknown(where, f"seeds_added_later.{task}", TASKS, "task")
         if not isinstance(entry, dict) or not isinstance(entry.get("seeds"), list) or not entry["seeds"] or any(
                 not isinstance(s, int) or isinstance(s, bool) or s not in wanted for s in entry["seeds"]):
             raise _key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds "
-                             f"{wanted[0]}..{wanted[-1]}], \"commit\": the commit that added them, \"why\": ...}}", entry)
+                             f"{wanted[0]}..{wanted[-1]}], \"commit\": the commit that added them, \"why\": ...}}",
+                             entry)
     if "x" in SWEEP_KINDS[kind]:
         x = sweep.get("x")
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED":
@@ -332,8 +336,8 @@ def check_sweep(sweep: dict, where: str) -> None:
 
 
 def x_axis(sweep: dict, task: str) -> dict:
-    """A curve's x axis for one task: the keys of ``x``, with those of ``x.tasks.<task>`` in their place (Figure 1's
-    SRL points are other fractions of its training file than SNLI's: the two files are other shares of the real sets)."""
+    """A curve's x axis for one task: the keys of ``x``, with those of ``x.tasks.<task>`` in their place (Figure 1's SRL
+    points are other fractions of its training file than SNLI's: the two files are other shares of the real sets)."""
     axis = {k: v for k, v in sweep["x"].items() if k != "tasks"}
     axis.update(sweep["x"].get("tasks", {}).get(task, {}))
     return axis
@@ -363,7 +367,7 @@ def _check_x_axis(where: str, x: dict, columns: list, px: str) -> None:
         if not isinstance(knobs, dict) or x["knob"] in knobs:
             raise _key_error(where, f"{px}.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
         _check_knob_settings(where, f"{px}.knobs.{value}", knobs, per_task=True)
-        for i, column in enumerate(columns):
+        for column in columns:
             both = sorted(set(knobs) & set(column.get("knobs", {})))
             if both:  # the point's value would win, and e.g. the baseline cell be filled by an ELMo run
                 raise _key_error(where, f"{px}.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
@@ -454,8 +458,8 @@ def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
 
 
 def sweep_seeds(sweep: dict, task: str) -> List[int]:
-    """The seeds of a task in a sweep: 'seeds' (per task, else 'default', else 1) counted from 'first_seed' (default
-    1; a confirmatory profile declares fresh seeds, e.g. 4..8, so that its runs share none with an earlier profile's)."""
+    """The seeds of a task in a sweep: 'seeds' (per task, else 'default', else 1) counted from 'first_seed' (default 1;
+    a confirmatory profile declares fresh seeds, e.g. 4..8, so that its runs share none with an earlier profile's)."""
     seeds = sweep.get("seeds", {})
     first = int(sweep.get("first_seed", 1))
     return list(range(first, first + int(seeds.get(task, seeds.get("default", 1)))))
@@ -537,7 +541,8 @@ def repo_path(value: str) -> Path:
 
 
 def bilm_outputs(profile: dict) -> List[Path]:
-    """The directories the profile's own stages write: its biLM (runner/stages/bilm_stages.py) and word vectors (runner/stages/word_vectors.py)."""
+    """The directories the profile's own stages write: its biLM (runner/stages/bilm_stages.py) and word vectors
+    (runner/stages/word_vectors.py)."""
     spec = profile.get("bilm") or {}
     outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
     outs += [profile["vectors"]["out"]] if profile.get("vectors") else []

@@ -296,7 +296,7 @@ def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
     import runner.preflight.checks
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(runner.preflight.shutil, "disk_usage", lambda path: usage(10, 10, 0))
+    monkeypatch.setattr(runner.preflight.checks.shutil, "disk_usage", lambda path: usage(10, 10, 0))
     problems, _ = check(tmp_path, monkeypatch, stand_in[1], tasks=["ner"])
     assert len(problems) == 1 and "of disk for the activation caches" in str(problems[0])
     assert str(tmp_path / "cache") in str(problems[0]) and "--no-cache" in str(problems[0])

@@ -1,6 +1,6 @@
 """The runner under mistakes, changed inputs, broken files, a full disk, Ctrl-C and a second runner.
 
-Most tests run the runner in this process with a stand-in for ``allennlp train`` (``runner.execute.train_command``
+Most tests run the runner in this process with a stand-in for ``allennlp train`` (``runner.execution.training.train_command``
 points at a few lines of Python that write what a training writes), so the runner's own logic is what is tested, in
 seconds. The interrupt and the two-runner tests start real runner processes with real trainings and real signals.
 """

@@ -1,5 +1,5 @@
-"""The runner's last step: every table and figure of a profile from the runs there are (runner/analysis/tables.py), with how
-they were made."""
+"""The runner's last step: every table and figure of a profile from the runs there are (runner/analysis/tables.py), with
+how they were made."""
 import json
 import os
 import sys
@@ -27,7 +27,8 @@ def build_tables(plan, settings: Settings, started: float) -> int:
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     aside = [r for r in runs if results[r] is None and (run_dir[r] / "result.stale.json").is_file()]
     provenance = {
-        "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"), *(settings.argv or sys.argv[1:])]),
+        "command": " ".join([os.environ.get("ELMO_MAIN_COMMAND", "python -m runner"),
+                             *(settings.argv or sys.argv[1:])]),
         "profile": str(plan.profile_path.relative_to(REPO) if plan.profile_path.is_relative_to(REPO)
                        else plan.profile_path),
         "description": profile.get("description", ""),
@@ -35,9 +36,11 @@ def build_tables(plan, settings: Settings, started: float) -> int:
                           for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs} |
                 {p.sweep: {flag: " ".join(v) for flag, v in p.args if flag not in ("options", "weights")}
                  for p in probes},
-        "weights": sorted({f"{r.knob_dict['ELMO_OPTIONS'] or 'bundled tiny'} + {r.knob_dict['ELMO_WEIGHTS'] or 'bundled tiny'}"
+        "weights": sorted({f"{r.knob_dict['ELMO_OPTIONS'] or 'bundled tiny'} + "
+                           f"{r.knob_dict['ELMO_WEIGHTS'] or 'bundled tiny'}"
                            for r in runs if r.uses_elmo} |
-                          {f"{p.arg_dict['options'][0] or 'bundled tiny'} + {p.arg_dict['weights'][0] or 'bundled tiny'}"
+                          {f"{p.arg_dict['options'][0] or 'bundled tiny'} + "
+                           f"{p.arg_dict['weights'][0] or 'bundled tiny'}"
                            for p in probes}),
         "hardware": hardware(), "executor": settings.executor, "git_commit": git_commit(),
         "runs_made": runs_made(list(results.values())),

@@ -82,9 +82,9 @@ def _share(percent: float) -> str:
 
 
 class Runs:
-    """The finished runs of a profile, by (sweep, task, column, x) and seed, read once. A run whose archived
-    predictions do not give back the number it records (runner/execution/evidence.py check_run) is left out of every claim,
-    named in ``excluded``."""
+    """The finished runs of a profile, by (sweep, task, column, x) and seed, read once. A run whose archived predictions
+    do not give back the number it records (runner/execution/evidence.py check_run) is left out of every claim, named in
+    ``excluded``."""
 
     def __init__(self, cells: list, split_of: Dict[str, str]):
         self.groups: Dict[tuple, Dict[int, dict]] = {}
@@ -365,7 +365,8 @@ def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:
                 numbers = spec.get("paper_numbers", {}).get(task)  # [worse, better] where the text gives them
                 paper_text = (f"{numbers[0]} → {numbers[1]} ({numbers[1] - numbers[0]:+.1f}; {spec['source']})"
                               if numbers else spec.get("paper", "—"))
-                add(f"{name}.{task}.{spec['better']}>{spec['worse']}", where, task, f"{TASK_NAMES[task]}: {spec['text']}",
+                add(f"{name}.{task}.{spec['better']}>{spec['worse']}", where, task, f"{TASK_NAMES[task]}: "
+                                                                                    f"{spec['text']}",
                     [(1, (name, task, spec["better"], None)), (-1, (name, task, spec["worse"], None))],
                     paper_text, paper_diff=_diff(*reversed(numbers)) if numbers else None)
     return claims
@@ -414,7 +415,8 @@ def untestable(sweeps: List[dict]) -> List[str]:
     return out
 
 
-RULE = ("Verdict rule (runner/analysis/stats.py and runner/analysis/verdicts.py, after Berg-Kirkpatrick et al. 2012, Dror et al. 2018 "
+RULE = ("Verdict rule (runner/analysis/stats.py and runner/analysis/verdicts.py, after Berg-Kirkpatrick et al. 2012, "
+        "Dror et al. 2018 "
         "and Holm 1979): a claim's p is the larger of its required views' p (trained models: the paired t-test over "
         "the seeds declared before its runs *and* the paired bootstrap over examples, which recomputes the task's "
         "metric on each resample; probes: the bootstrap alone; Sec. 5.4: the seeds alone). *supports* when the "
@@ -427,10 +429,13 @@ RULE = ("Verdict rule (runner/analysis/stats.py and runner/analysis/verdicts.py,
         "Seeds a profile added after results of a comparison were read are shown as an extension, never pooled into "
         "the verdict. A dev claim's same contrast on the test split is shown beside it, corrected the same way. "
         "*Leans against the paper*: some view, dev or test, gives p < 0.05 in the opposite direction. Seeds needed: "
-        "for the t-test over seeds to reach p < 0.05 / m (m claims in its family: Holm's strictest step) with 80 % power "
-        f"at the observed mean and spread (noncentral t). Over seeds: df = seeds - 1. Over examples: {stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged; "
+        "for the t-test over seeds to reach p < 0.05 / m (m claims in its family: Holm's strictest step) with 80 % "
+        "power "
+        f"at the observed mean and spread (noncentral t). Over seeds: df = seeds - 1. Over examples: "
+        f"{stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged; "
         f"under {stats.MIN_UNITS} units (LitBank's 10 test documents) the exact paired randomization test instead. "
-        "Every number of a run is the metric of its archived predictions (runner/execution/evidence.py). Differences in metric "
+        "Every number of a run is the metric of its archived predictions (runner/execution/evidence.py). Differences "
+        "in metric "
         "points (%), 95 % intervals in brackets.")
 
 
@@ -462,7 +467,8 @@ def _test_cell(claim: dict) -> str:
 
 def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[str], untested: List[str]) -> str:
     lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
-        "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted test): "
+        "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted "
+            f"test): "
             f"**{summary['supports']} supported, {summary['contradicts']} contradicted, {summary['not decidable']} not "
             f"decidable at this scale; {summary['leans against the paper']} leaning against the paper; "
             f"{summary['differs on test']} dev verdict(s) differing on test** (Holm within each family).", "",
@@ -474,7 +480,8 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
         size = next((c.get("family_size") for c in members if c.get("family_size")), 0)
         lines += ["", f"## {name}: {len(members)} claims, {sum(c['counted'] for c in members)} counted, Holm over "
                       f"{size} tested", "",
-                  "| claim | paper | ours | over seeds | over examples | p: raw / Holm / BH | verdict | same contrast on test |",
+                  "| claim | paper | ours | over seeds | over examples | p: raw / Holm / BH | verdict | same contrast "
+                  "on test |",
                   "|---|---|---|---|---|---|---|---|"]
         for claim in members:
             views = {v["view"]: v for v in claim["views"]}
@@ -482,7 +489,8 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
                 f"| {claim['section']}: {claim['text']} | {claim['paper']} | {_ours(claim)} | "
                 f"{view_text(views['seeds']) if 'seeds' in views else '— no seeds (one fixed biLM)'} | "
                 f"{view_text(views['examples']) if 'examples' in views else '—'} | "
-                f"{_p(claim.get('p'))} / {_p(claim.get('p_holm'))} / {_p(claim.get('p_bh'))} | {_verdict_cell(claim)} | "
+                f"{_p(claim.get('p'))} / {_p(claim.get('p_holm'))} / {_p(claim.get('p_bh'))} | {_verdict_cell(claim)} "
+                f"| "
                 f"{_test_cell(claim)} |")
             if claim.get("extension"):
                 ext = claim["extension"]
@@ -556,8 +564,8 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
         print(f"warning: {label} left out of the claims: {why}", file=sys.stderr, flush=True)
     claims = [evaluate(c, runs, added_later) for c in catalogue(sweeps, paper, runs)]
     if "table1" in split_of:
-        claims += [c for c in (updates_claim(t, runs) for t in next(s for s in sweeps if s["name"] == "table1")["tasks"])
-                   if c]
+        table1 = next(s for s in sweeps if s["name"] == "table1")
+        claims += [c for c in (updates_claim(t, runs) for t in table1["tasks"]) if c]
     probes = {"table5": ("second LSTM layer", "first LSTM layer", "WSD"),
               "table6": ("first LSTM layer", "second LSTM layer", "POS tagging")}
     for sweep, result in probe_results.items():

@@ -27,7 +27,8 @@ FAMILIES = ("Table 1", "Table 2", "Table 3", "Figure 1", "word vectors", "Sec. 5
 PREFIX_FAMILY = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "figure1": "Figure 1",
                  "word_vectors": "word vectors", "sec5.4": "Sec. 5.4", "table4": "probes", "table5": "probes",
                  "table6": "probes"}
-# the unit of a family's differences: Sec. 5.4 counts epochs (runner/analysis/claims.py updates_claim), the rest metric points
+# the unit of a family's differences: Sec. 5.4 counts epochs (runner/analysis/claims.py updates_claim), the rest metric
+# points
 UNIT = {"Sec. 5.4": "epochs (baseline's best − ELMo's epoch to reach it)"}
 POINTS = "metric points (%)"
 COLOURS = {"supports": "#1a7f37", "contradicts": "#c62828", "not decidable": "#757575",
@@ -63,7 +64,8 @@ def normalised(claim: dict) -> dict:
     claim = dict(claim)
     claim["family"] = family_of(claim)
     claim.setdefault("counted", True)
-    if claim.get("p") is None:  # older files: the larger p of the views that have one (runner/analysis/stats.py verdict)
+    # older files: the larger p of the views that have one (runner/analysis/stats.py verdict)
+    if claim.get("p") is None:
         ps = [v["p"] for v in claim.get("views") or [] if v.get("p") is not None]
         claim["p"] = max(ps) if ps else None
     verdict = claim.get("verdict", "not decidable")
@@ -181,7 +183,8 @@ def _figure(groups: list, adjusted: bool):
         _panel(ax, family, rows, adjusted)
     claims = [c for _, rows in groups for c in rows]  # the legend names only what is drawn
     handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for name, (m, _, label)
-               in VIEW_MARKS.items() if any(isinstance((view(c, name) or {}).get("diff"), (int, float)) for c in claims)]
+               in VIEW_MARKS.items()
+               if any(isinstance((view(c, name) or {}).get("diff"), (int, float)) for c in claims)]
     if any(isinstance(c.get("paper_diff"), (int, float)) for c in claims):
         handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
     handles += [Line2D([], [], marker="s", color=c, lw=0, ms=8, label=v) for v, c in COLOURS.items()
@@ -207,8 +210,8 @@ def forest_plot(claims: list, out_dir: Path) -> List[str]:
             data = buffer.getvalue()
             if fmt == "svg":  # clip ids hash the clip box's floats, which vary in their last bits: numbered instead
                 ids = {}
-                data = re.sub(rb'(?<=[#"])p[0-9a-f]{10}(?=[)"])',
-                              lambda m: ids.setdefault(m.group(0), b"clip%d" % len(ids)), data)
+                data = re.sub(rb'(?<=[#"])p[0-9a-f]{10}(?=[)"])',  # the lambda runs at once, in this iteration
+                              lambda m: ids.setdefault(m.group(0), b"clip%d" % len(ids)), data)  # noqa: B023
             write_atomic(Path(out_dir) / f"claims.{fmt}", data)
     plt.close(fig)
     return [c["id"] for _, rows in groups for c in rows]

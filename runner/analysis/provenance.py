@@ -16,9 +16,9 @@ BESIDE = {"executor": "hardware", "wall_time_s": "date", "run_wall_time_s": "dat
 
 def runs_made(results: list) -> list:
     """Where the finished runs come from, one row per commit and machine they were made at (a multi-session profile
-    restores earlier sessions' runs), in the order they finished: the commit, how many runs, the first and last date
-    one finished, the machine (runner/execution/training.py made_record). Runs archived before results carried that record are
-    one row with commit None."""
+    restores earlier sessions' runs), in the order they finished: the commit, how many runs, the first and last date one
+    finished, the machine (runner/execution/training.py made_record). Runs archived before results carried that record
+    are one row with commit None."""
     groups = {}
     for result in results:
         if result:

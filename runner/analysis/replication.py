@@ -26,11 +26,13 @@ def _side(claim: Optional[dict]) -> List[str]:
     diff = claim.get("diff")
     seeds = claim.get("seeds") or []
     return [f"{diff:+.2f}" if isinstance(diff, (int, float)) else "—",
-            ", ".join(map(str, seeds)) or "—", f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim.get("why") else "")]
+            ", ".join(map(str, seeds)) or "—",
+            f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim.get("why") else "")]
 
 
 def replication_markdown(ours: dict, theirs: dict, replicated: str, provenance_lines: List[str]) -> str:
-    lines = [f"# This replication beside the exploratory profile `{replicated}` and the paper", "", *provenance_lines, "",
+    lines = [f"# This replication beside the exploratory profile `{replicated}` and the paper", "",
+             *provenance_lines, "",
              f"Each claim judged on its own seeds and its own family's Holm correction: this profile's "
              f"(claims.md) and `{replicated}`'s (results/{replicated}/claims.md). Differences in the claim's unit "
              f"(ELMo − baseline, on the claim's split), never pooled over the two profiles.", "",

@@ -34,15 +34,16 @@ per-seed differences, which 3 seeds cannot check.
   deterministic classifier, no seeds) the view over examples alone.
 - *contradicts*: the opposite direction, same standard.
 - *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; fewer
-  than MIN_UNITS units in a contrast of more than two systems; runs archived without per-example predictions) and **any run in the comparison still improving when its epochs ran out** (at
-  its cap, its dev score still rising over its last epochs: ``runner.claims.still_improving``; the comparison would
-  measure where training stopped, not the systems).
+  than MIN_UNITS units in a contrast of more than two systems; runs archived without per-example predictions) and
+  **any run in the comparison still improving when its epochs ran out** (at its cap, its dev score still rising over
+  its last epochs: ``runner.analysis.claims.still_improving``; the comparison would measure where training stopped,
+  not the systems).
 - An "≈" claim (the paper's "ELMo at 1 % ≈ the baseline at 10 %") supports when every required view's 95 % interval
   lies inside ± ``EQUIVALENCE_MARGIN`` points (two one-sided tests at 0.025 each), contradicts when every interval
   lies wholly outside it; a view without an interval (the randomization test) leaves it not decidable.
-This rule gives each claim's verdict before correction; runner/analysis/verdicts.py then corrects for the number of claims
-(Holm within each family of claims, Benjamini-Hochberg over all reported beside), counts each piece of evidence once
-and adds the test split's view of each dev claim.
+This rule gives each claim's verdict before correction; runner/analysis/verdicts.py then corrects for the number of
+claims (Holm within each family of claims, Benjamini-Hochberg over all reported beside), counts each piece of evidence
+once and adds the test split's view of each dev claim.
 """
 import math
 import statistics
@@ -80,7 +81,8 @@ METRICS = {
     # CoNLL-2012: mean of the MUC, B3 and CEAF-e F1, each from precision/recall numerators and denominators summed
     # over documents (allennlp-models ConllCorefScores, reference-coreference-scorers); counted without gold
     # singletons, as coref_f1 (tasks/coref/metric.py)
-    "conll_coref": (tuple(f"{m}_{part}" for m in ("muc", "b3", "ceafe") for part in ("p_num", "p_den", "r_num", "r_den")),
+    "conll_coref": (tuple(f"{m}_{part}" for m in ("muc", "b3", "ceafe")
+                          for part in ("p_num", "p_den", "r_num", "r_den")),
                     lambda s: 100 * sum(_f1(*(s[..., 4 * j + i] for i in range(4))) for j in range(3)) / 3),
     # the WSD framework's Scorer.java: P = correct / answered, R = correct / instances
     "wsd_f1": (("correct", "answered", "instances"),
@@ -183,9 +185,9 @@ def randomization_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTR
 
 def verdict(direction: int, views: List[dict], required: Sequence[str], still_improving: Sequence[str] = (),
             kind: str = "better", margin: float = EQUIVALENCE_MARGIN) -> dict:
-    """The rule of this module's docstring. ``direction``: +1 when the paper has the contrast above 0 (for
-    kind "equivalent": ignored). ``views``: seed_test / bootstrap_test outputs (or {"view", "unavailable"});
-    ``required``: the view names the claim needs; ``still_improving``: runs still improving when their epochs ran out."""
+    """The rule of this module's docstring. ``direction``: +1 when the paper has the contrast above 0 (for kind
+    "equivalent": ignored). ``views``: seed_test / bootstrap_test outputs (or {"view", "unavailable"}); ``required``:
+    the view names the claim needs; ``still_improving``: runs still improving when their epochs ran out."""
     by_name = {v["view"]: v for v in views}
     missing = [name for name in required if name not in by_name or by_name[name].get("p") is None]
     reasons = [f"no view over {name}" for name in missing]  # each view says why it is missing

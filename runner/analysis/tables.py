@@ -172,9 +172,12 @@ def at_cap_text(summary: list) -> str:
             lines.append(f"- {where}: " + "; ".join(
                 f"seed {r['seed']}{' †' if r['still_improving'] else ''} (best epoch "
                 f"{r['at_cap']['best_epoch'] or '?'} of {r['at_cap']['cap']})" for r in runs))
-    return ("\n\n## Runs that ran to their epoch cap\n\n" + ("Patience did not stop these runs: each ran every epoch its "
-            "cap (NUM_EPOCHS) allows and kept its best dev epoch. † marks a dev score still rising at the cap (its claims "
-            "are not decided, runner/analysis/claims.py still_improving); the others had levelled off.\n\n" + "\n".join(lines)
+    return ("\n\n## Runs that ran to their epoch cap\n\n" + ("Patience did not stop these runs: each ran every epoch "
+                                                             "its "
+            "cap (NUM_EPOCHS) allows and kept its best dev epoch. † marks a dev score still rising at the cap (its "
+            "claims "
+            "are not decided, runner/analysis/claims.py still_improving); the others had levelled off.\n\n"
+            + "\n".join(lines)
             if lines else "None: patience stopped every finished run before its cap."))
 
 
@@ -214,8 +217,8 @@ def _training_data(knobs: dict) -> tuple:
 def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[list] = None) -> str:
     """cost.md of a multi-session profile: what its finished runs cost, by task, baseline or ELMo and share of the
     training set (each run's wall time counts its attempts across sessions up to the checkpoint the next one went on
-    from: runner/execution/training.py), and the wall time that makes at ``parallel`` runs at a time. The stages before the runs
-    are timed in vectors.md and bilm.md."""
+    from: runner/execution/training.py), and the wall time that makes at ``parallel`` runs at a time. The stages before
+    the runs are timed in vectors.md and bilm.md."""
     unfinished = sum(1 for r in results if not r)
     results = [r for r in results if r and r.get("wall_time_s")]
     order = {t: i for i, t in enumerate(tasks or [])}
@@ -225,7 +228,7 @@ def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[li
         key = (r.get("task"), knobs.get("ELMO", "none") != "none", *_training_data(knobs))
         groups.setdefault(key, []).append(r)
     rows = []
-    for (task, elmo, fraction, data), runs in sorted(
+    for (task, elmo, _fraction, data), runs in sorted(
             groups.items(), key=lambda g: (order.get(g[0][0], len(order)), g[0][0], g[0][1], -g[0][2], g[0][3])):
         model = "ELMo" if elmo else "baseline"
         minutes = [r["wall_time_s"] / 60 for r in runs]
@@ -238,14 +241,16 @@ def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[li
     hours = sum(r["wall_time_s"] for r in results) / 3600
     machines = sorted({(r.get("made") or {}).get("hardware") or "a machine not recorded" for r in results})
     lines = ["# What the runs cost", ""] + header + [""]
-    lines += ["| task | model | training data (of the task's file) | runs | epochs run, median (range) | minutes per epoch, median | "
+    lines += ["| task | model | training data (of the task's file) | runs | epochs run, median (range) | minutes per "
+              "epoch, median | "
               "minutes per run, median (range) | hours in all |", "|" + "---|" * 8] + rows
     lines += ["", f"{len(results)} finished runs, **{hours:.1f} h** of training in all; at {parallel} at a time "
               f"about **{hours / max(parallel, 1):.1f} h** of wall time"
               f"{f'; {unfinished} planned runs not finished yet' if unfinished else ''}. Made on: "
               f"{'; '.join(machines)}.", "",
               "A run's minutes count its attempts across sessions up to the checkpoint each next attempt went on from "
-              "(runner/execution/training.py), with its dev pass per epoch and its test pass; a run that another machine made "
+              "(runner/execution/training.py), with its dev pass per epoch and its test pass; a run that another "
+              "machine made "
               "took the time it took there. The stages before the runs (word vectors, the biLM's pretraining and "
               "fine-tunings) are timed in vectors.md and bilm.md."]
     return "\n".join(lines) + "\n"
@@ -292,7 +297,8 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
         if others:
             diffs = {label: paired_difference(aggs[label], aggs[reference]) for label in others}
             for entry in summary[-len(labels):]:
-                entry["minus_baseline" if reference == "baseline" else f"minus {reference}"] = diffs.get(entry["column"])
+                key = "minus_baseline" if reference == "baseline" else f"minus {reference}"
+                entry[key] = diffs.get(entry["column"])
             diff_rows.append([task] + [difference_text(diffs[label], decimals) for label in others])
         if with_increase:
             paper_values = [_paper_number(paper_table.get(k, {}).get(task)) for k in ("baseline", "ELMo")]
@@ -317,7 +323,7 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
         extra += (f"\n\n## Difference to the {reference}, seed by seed\n\nMean ± sample std of (column − {reference}) "
                   "over the seeds where both runs finished (same SEED: the same random-number seeds and, on a training "
                   "subset, the same subset). The paired tests and verdicts of the paper's claims: claims.md.\n\n")
-        extra += "\n".join(["| task | " + " | ".join(f"{l} − {reference}" for l in others) + " |",
+        extra += "\n".join(["| task | " + " | ".join(f"{label} − {reference}" for label in others) + " |",
                              "|" + "---|" * (len(others) + 1)] + ["| " + " | ".join(r) + " |" for r in diff_rows])
     extra += at_cap_text(summary)
     write_atomic(out_dir / f"{sweep['name']}.md",
@@ -396,9 +402,11 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             point_knobs += f" {task}: {axis.get('xlabel', '% of the training set')}."
     drawn = _save_png(fig, out_dir / f"{sweep['name']}.png")
     paper_note = paper.get(sweep["name"], {}).get("note", "—")
-    extra = f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}" + at_cap_text(summary)
+    extra = (f"Mean ± sample std over finished seeds ({split}, %).{point_knobs} Paper: {paper_note}"
+             + at_cap_text(summary))
     write_atomic(out_dir / f"{sweep['name']}.md", _markdown(
-        sweep.get("title", sweep["name"]), provenance, ["task", "training data"] + [f"{l} (ours)" for l in labels],
+        sweep.get("title", sweep["name"]), provenance,
+        ["task", "training data"] + [f"{label} (ours)" for label in labels],
         rows, notes, extra))
     return summary, drawn
 
@@ -550,5 +558,6 @@ def _build_results(sweeps: list, cells: list, paper: dict, out_dir: Path, proven
         if entry.get("probe", {}).get("result"):
             entry["probe"]["result"] = {k: v for k, v in entry["probe"]["result"].items() if k != "units"}
     summary.update(extra or {})
-    write_atomic(out_dir / "summary.json", json.dumps(repo_relative(json.loads(json.dumps(summary, default=str))), indent=1) + "\n")
+    portable = repo_relative(json.loads(json.dumps(summary, default=str)))
+    write_atomic(out_dir / "summary.json", json.dumps(portable, indent=1) + "\n")
     return summary

@@ -3,9 +3,9 @@ evidence counted once, the dev claims confirmed on test, results against the pap
 
 - **Families** (``FAMILIES``): the claims of one table or figure of the paper (Table 1, Table 2, Table 3, Figure 1,
   the word-vectors ablation, Sec. 5.4's fewer updates, the probes' Tables 5-6) are one family. A claim's p is the
-  larger of its required views' p (the intersection-union test of runner/analysis/stats.py: both views must reject, so the
-  larger p is a valid p for the claim). **Holm–Bonferroni within each family decides the verdict** (family-wise error
-  at 0.05 under any dependence); Benjamini–Hochberg over all counted claims of the profile is reported beside it.
+  larger of its required views' p (the intersection-union test of runner/analysis/stats.py: both views must reject, so
+  the larger p is a valid p for the claim). **Holm–Bonferroni within each family decides the verdict** (family-wise
+  error at 0.05 under any dependence); Benjamini–Hochberg over all counted claims of the profile is reported beside it.
   Each view's own p is shown raw and Holm-adjusted within the family too.
 - **Each piece of evidence once**: claims resting on the same runs (the same run directories for every term, the
   same seeds) and the same contrast on the same split are one test (Table 2's λ = 0.001 against the baseline and

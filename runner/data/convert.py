@@ -1,4 +1,5 @@
-"""Each dataset of the small and probes_small profiles, made from its public origin (runner/data/fetch.py fetches and checks).
+"""Each dataset of the small and probes_small profiles, made from its public origin (runner/data/fetch.py fetches and
+checks).
 
 A dataset is a folder under DATA_DIR (a *unit*: ``wsd/semcor`` and ``wsd/eval`` are two). Its ``origins`` are
 ``owner/repo@commit:path`` (a file of a public GitHub repository at a pinned commit) or a URL with the sha256 of its
@@ -204,7 +205,8 @@ def convert_litbank(get: Get) -> Dict[str, bytes]:
     return out
 
 
-# ---------------------------------------------------------------- SRL: unified PropBank skeletons + the WSJ sample's words
+# ---------------------------------------------------------------- SRL: unified PropBank skeletons + the WSJ sample's
+# words
 
 PROPBANK = "propbank/propbank-release@4abade0b53ce4a181e1d98b3518101c1a44d395a:data/ontonotes/nw/wsj/"
 SRL_SPLITS = (("train", 1, 111), ("dev", 112, 140), ("test", 141, 199))  # srl_propbank_wsj/SOURCES.md (Files)
@@ -272,7 +274,8 @@ def srl_document(skeleton: str, mrg: str) -> str:
 
 
 def _numbers(ranges: str):
-    return [n for part in ranges.split(",") for a, _, b in [part.partition("-")] for n in range(int(a), int(b or a) + 1)]
+    return [n for part in ranges.split(",") for a, _, b in [part.partition("-")]
+            for n in range(int(a), int(b or a) + 1)]
 
 
 # The sample documents the release lacks, the PropBank-1 files OntoNotes left out (srl_propbank_wsj/SOURCES.md,
@@ -302,9 +305,21 @@ def convert_srl(get: Get) -> Dict[str, bytes]:
 
 WSD_CORPORA = "rubenIzquierdo/wsd_corpora@c31b9b8eb6d6ca726b6868f19123aaf7e5eb1d88:semcor3.0/"
 SEMCOR_FILES = {  # the 352 NAF files, br-XNN.naf, in the order of the texts' ids d000-d351 (wsd/README.md)
-    "brown1": "a01 a02 a11 a12 a13 a14 a15 b13 b20 c01 c02 c04 d01 d02 d03 d04 e01 e02 e04 e21 e24 e29 f03 f10 f19 f43 g01 g11 g15 h01 j01 j02 j03 j04 j05 j06 j07 j08 j09 j10 j11 j12 j13 j14 j15 j16 j17 j18 j19 j20 j22 j23 j37 j52 j53 j54 j55 j56 j57 j58 j59 j60 j70 k01 k02 k03 k04 k05 k06 k07 k08 k09 k10 k11 k12 k13 k14 k15 k16 k17 k18 k19 k20 k21 k22 k23 k24 k25 k26 k27 k28 k29 l11 l12 m01 m02 n05 p01 r05 r06 r07 r08 r09",
-    "brown2": "e22 e23 e25 e26 e27 e28 e30 e31 f08 f13 f14 f15 f16 f17 f18 f20 f21 f22 f23 f24 f25 f33 f44 g12 g14 g16 g17 g18 g19 g20 g21 g22 g23 g28 g31 g39 g43 g44 h09 h11 h12 h13 h14 h15 h16 h17 h18 h21 h24 j29 j30 j31 j32 j33 j34 j35 j38 j41 j42 l08 l09 l10 l13 l14 l15 l16 l17 l18 n09 n10 n11 n12 n14 n15 n16 n17 n20 p07 p09 p10 p12 p24 r04",
-    "brownv": "a03 a04 a05 a06 a07 a08 a09 a10 a16 a17 a18 a19 a20 a21 a22 a23 a24 a25 a26 a27 a28 a29 a30 a31 a32 a33 a34 a35 a36 a37 a38 a39 a40 a41 a42 a43 a44 b01 b02 b03 b04 b05 b06 b07 b08 b09 b10 b11 b12 b14 b15 b16 b17 b18 b19 b21 b22 b23 b24 b25 b26 b27 c03 c05 c06 c07 c08 c09 c10 c11 c12 c13 c14 c15 c16 c17 d05 d06 d07 d08 d09 d10 d11 d12 d13 d14 d15 d16 d17 e03 e05 e06 e07 e08 e09 e10 e11 e12 e13 e14 e15 e16 e17 e18 e19 e20 f01 f02 f04 f05 f06 f07 f09 f11 f12 g02 g03 g04 g05 g06 g07 g08 g09 g10 g13 h02 h03 h04 h05 h06 h07 h08 h10 j21 j24 j25 j26 j27 j28 l01 l02 l03 l04 l05 l06 l07 m03 m04 m05 m06 n01 n02 n03 n04 n06 n07 n08 p02 p03 p04 p05 p06 p08 r01 r02 r03",
+    "brown1": "a01 a02 a11 a12 a13 a14 a15 b13 b20 c01 c02 c04 d01 d02 d03 d04 e01 e02 e04 e21 e24 e29 f03 f10 f19 f43 "
+              "g01 g11 g15 h01 j01 j02 j03 j04 j05 j06 j07 j08 j09 j10 j11 j12 j13 j14 j15 j16 j17 j18 j19 j20 j22 j23 "
+              "j37 j52 j53 j54 j55 j56 j57 j58 j59 j60 j70 k01 k02 k03 k04 k05 k06 k07 k08 k09 k10 k11 k12 k13 k14 k15 "
+              "k16 k17 k18 k19 k20 k21 k22 k23 k24 k25 k26 k27 k28 k29 l11 l12 m01 m02 n05 p01 r05 r06 r07 r08 r09",
+    "brown2": "e22 e23 e25 e26 e27 e28 e30 e31 f08 f13 f14 f15 f16 f17 f18 f20 f21 f22 f23 f24 f25 f33 f44 g12 g14 g16 "
+              "g17 g18 g19 g20 g21 g22 g23 g28 g31 g39 g43 g44 h09 h11 h12 h13 h14 h15 h16 h17 h18 h21 h24 j29 j30 j31 "
+              "j32 j33 j34 j35 j38 j41 j42 l08 l09 l10 l13 l14 l15 l16 l17 l18 n09 n10 n11 n12 n14 n15 n16 n17 n20 p07 "
+              "p09 p10 p12 p24 r04",
+    "brownv": "a03 a04 a05 a06 a07 a08 a09 a10 a16 a17 a18 a19 a20 a21 a22 a23 a24 a25 a26 a27 a28 a29 a30 a31 a32 a33 "
+              "a34 a35 a36 a37 a38 a39 a40 a41 a42 a43 a44 b01 b02 b03 b04 b05 b06 b07 b08 b09 b10 b11 b12 b14 b15 b16 "
+              "b17 b18 b19 b21 b22 b23 b24 b25 b26 b27 c03 c05 c06 c07 c08 c09 c10 c11 c12 c13 c14 c15 c16 c17 d05 d06 "
+              "d07 d08 d09 d10 d11 d12 d13 d14 d15 d16 d17 e03 e05 e06 e07 e08 e09 e10 e11 e12 e13 e14 e15 e16 e17 e18 "
+              "e19 e20 f01 f02 f04 f05 f06 f07 f09 f11 f12 g02 g03 g04 g05 g06 g07 g08 g09 g10 g13 h02 h03 h04 h05 h06 "
+              "h07 h08 h10 j21 j24 j25 j26 j27 j28 l01 l02 l03 l04 l05 l06 l07 m03 m04 m05 m06 n01 n02 n03 n04 n06 n07 "
+              "n08 p02 p03 p04 p05 p06 p08 r01 r02 r03",
 }
 # wsd/README.md: the Petrov et al. universal tags that Raganato's files follow, with SemCor's odd tags
 UNIVERSAL = {**dict.fromkeys(("NN", "NNS", "NNP", "NNPS", "NP", "NPS"), "NOUN"), "MD": "VERB",
@@ -332,7 +347,7 @@ def wordnet_sense_keys(files: Dict[str, bytes]) -> set:
             pointers = [(f[at + 1 + 4 * k], f[at + 2 + 4 * k]) for k in range(int(f[at]))]
             synsets[(pos, f[0])] = (f[1], f[2], words, pointers)
     keys = set()
-    for (pos, _), (lex_filenum, ss_type, words, pointers) in synsets.items():
+    for (_pos, _), (lex_filenum, ss_type, words, pointers) in synsets.items():
         head = ":"
         if ss_type == "s":
             head_words = next(synsets[("adj", off)][2] for sym, off in pointers if sym == "&")

@@ -1,8 +1,8 @@
 """lm_corpus, the biLM's pretraining text, rebuilt from its five public origins by a committed recipe.
 
 lm_corpus/SOURCES.md gives the corpus's rules only in outline (documents sampled and shuffled, paragraphs filtered,
-duplicates dropped), with no list of what was kept; the recipe, runner/data/lm_corpus_recipe.tsv.xz, is that list. It was
-derived by aligning every line of the reference files with the origins, and holds metadata only, never text:
+duplicates dropped), with no list of what was kept; the recipe, runner/data/lm_corpus_recipe.tsv.xz, is that list. It
+was derived by aligning every line of the reference files with the origins, and holds metadata only, never text:
 
     source<TAB>NAME                 the origin below whose documents the next rows name
     file<TAB>lm_corpus/PATH         the output file the next rows make, one line per item, in order

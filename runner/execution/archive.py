@@ -16,11 +16,12 @@ LEFT_OUT = "left out of the tables until trained again"  # what --build-only --r
 
 def restore_archived(profile, runs, run_dir, results_dir: Path):
     """Profiles with ``"archive_runs": true`` (the multi-session mini profiles) keep a copy of every finished run's
-    result.json in RESULTS/runs/TASK/RUN_ID.json, written as each run finishes. A fresh clone (runs/ is not in git)
-    then resumes where the last session stopped: the copies go back into the runs directory here and count as
-    finished once their recorded input checksums match this machine's files (else they are stale, as any finished
-    run: check_finished). Of the profile's own biLM only the stages' records are kept, in RESULTS/bilm/ (runner/stages/bilm_stages.py
-    archive_bilm). Returns the function that archives one finished run directory, or None."""
+    result.json in RESULTS/runs/TASK/RUN_ID.json, written as each run finishes. A fresh clone (runs/ is not in git) then
+    resumes where the last session stopped: the copies go back into the runs directory here and count as finished once
+    their recorded input checksums match this machine's files (else they are stale, as any finished run:
+    check_finished). Of the profile's own biLM only the stages' records are kept, in RESULTS/bilm/
+    (runner/stages/bilm_stages.py archive_bilm). Returns the function that archives one finished run directory, or
+    None."""
     if not profile.get("archive_runs"):
         return None
     archive_dir = results_dir / "runs"

@@ -39,7 +39,8 @@ class Estimator:
                      len(result.get("epochs") or []))
 
     def seconds(self, task: str, knobs: dict, done: int = 0) -> Optional[float]:
-        """``done``: epochs a run under way has at the checkpoint it goes on from (runner/execution/training.py under_way)."""
+        """``done``: epochs a run under way has at the checkpoint it goes on from (runner/execution/training.py
+        under_way)."""
         for key in _levels(task, knobs):
             like = self._by_level.get(key)
             if like:

@@ -1,10 +1,10 @@
 """What a run read: the checksums of its data, biLM and GloVe files, part of the identity of a finished run.
 
-A run's directory name comes from its knobs, so a data or weights file changed at the same path would otherwise
-leave the old result looking current. The runner records these checksums with the result (``inputs`` in
-result.json) and compares them on every later invocation (runner/execution/archive.py check_finished decides what to do with a stale run).
-Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small file keyed by (path, size, mtime_ns):
-a file is read again only when one of those changes.
+A run's directory name comes from its knobs, so a data or weights file changed at the same path would otherwise leave
+the old result looking current. The runner records these checksums with the result (``inputs`` in result.json) and
+compares them on every later invocation (runner/execution/archive.py check_finished decides what to do with a stale
+run). Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small file keyed by (path, size, mtime_ns): a
+file is read again only when one of those changes.
 """
 import functools
 import hashlib
@@ -137,7 +137,8 @@ def settle_stale(stale: list, redo: bool, what: str, verb: str, note: str = "run
 
 # ---------------------------------------------------------------- what a stage read and wrote
 
-# The stages (runner/stages/word_vectors.py, runner/stages/bilm_stages.py) are keyed as runs are: on the bytes of the files they read. Their
+# The stages (runner/stages/word_vectors.py, runner/stages/bilm_stages.py) are keyed as runs are: on the bytes of the
+# files they read. Their
 # records keep {path: sha256}; the checksums are computed in this process, kept by (size, mtime) while it lives.
 _IN_PROCESS = Checksums(Path(os.devnull))  # never saved (a stage's corpus is hashed once per runner invocation)
 
@@ -161,8 +162,8 @@ def changed_sums(recorded: Dict[str, Optional[str]], current: Dict[str, Optional
 
 def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
     """The runs with no finished result, or whose result recorded other bytes than today's files (the test of
-    runner/execution/archive.py check_finished, settling nothing): what --redo-stale will train, so the stages they read are
-    brought up to date before (a run found stale after them would train again on their old outputs)."""
+    runner/execution/archive.py check_finished, settling nothing): what --redo-stale will train, so the stages they read
+    are brought up to date before (a run found stale after them would train again on their old outputs)."""
 
     checksums, todo = Checksums(runs_dir / ".checksums.json"), []
     for run in runs:

@@ -1,5 +1,5 @@
-"""The runs as jobs of the executors (runner/execution/training.py run_local, run_ray): what each job gets (job_for) and the
-loop that hands them over and prints a line as each ends (execute)."""
+"""The runs as jobs of the executors (runner/execution/training.py run_local, run_ray): what each job gets (job_for) and
+the loop that hands them over and prints a line as each ends (execute)."""
 import os
 from pathlib import Path
 
@@ -37,10 +37,10 @@ def run_label(run, cells) -> str:
 
 
 def progress_line(number: int, total: int, job: dict, status: dict, left: str) -> str:
-    """One line per ended run: "[17/48] ner baseline seed 1: dev 88.12, test 84.30 (31 s) · about 4 min left",
-    the metrics as the tables show them (runner/analysis/tables.py metric_text), the run's own wall time, and the wall time
-    still to go where the finished runs give one (runner/execution/eta.py Estimator.left); a crashed run says so and names
-    its log."""
+    """One line per ended run: "[17/48] ner baseline seed 1: dev 88.12, test 84.30 (31 s) · about 4 min left", the
+    metrics as the tables show them (runner/analysis/tables.py metric_text), the run's own wall time, and the wall time
+    still to go where the finished runs give one (runner/execution/eta.py Estimator.left); a crashed run says so and
+    names its log."""
 
     took = duration(float(status.get("wall_time_s") or 0))
     if status["status"] == "done":

@@ -1,10 +1,10 @@
 """Where an unfinished run goes on from: the checkpoint of an earlier attempt, or nothing (it starts over, saying why).
 
 A run goes on (``allennlp train --recover``) only from a checkpoint made with the same knobs, the same input files
-(inputs.json), the same machine and torch (runner/execution/training.py hardware()) and the same training code (TRAINING_CODE,
-its docs aside): so that a run cut off by the end of a session (a small SQuAD run takes hours) loses at most one epoch
-and ends as the run never stopped would have: the same epochs, the same best epoch's model tested, the same
-predictions (tests/test_resume.py). allennlp restores the weights, optimizer, learning-rate schedule and
+(inputs.json), the same machine and torch (runner/execution/training.py hardware()) and the same training code
+(TRAINING_CODE, its docs aside): so that a run cut off by the end of a session (a small SQuAD run takes hours) loses at
+most one epoch and ends as the run never stopped would have: the same epochs, the same best epoch's model tested, the
+same predictions (tests/test_resume.py). allennlp restores the weights, optimizer, learning-rate schedule and
 early-stopping state; the random_state callback (tasks/checkpoint_loading.py) the random generators; _last_checkpoint
 the best model, which allennlp's checkpoint does not always name (_keep_best).
 """
@@ -160,8 +160,8 @@ def _recorded_cache(model_dir: Path) -> Optional[str]:
 def resume_cache(model_dir: Path, extra_env: Dict[str, str]) -> Tuple[Optional[Dict[str, str]], Optional[str]]:
     """``extra_env`` for a run going on from its checkpoint, or (None, why) if it cannot go on. `allennlp train
     --recover` refuses a configuration other than the one the run started with, and the activation cache's path is in
-    it: a cache built afresh under another name since (its key changed, runner/stages/caches.py) would crash the run at once.
-    The run goes on with the cache it started with while that is still whole (the same biLM layers of the same
+    it: a cache built afresh under another name since (its key changed, runner/stages/caches.py) would crash the run at
+    once. The run goes on with the cache it started with while that is still whole (the same biLM layers of the same
     texts)."""
     recorded, given = _recorded_cache(model_dir), extra_env.get("ELMO_CACHE", "")
     if recorded is None or recorded == given:

@@ -1,11 +1,11 @@
 """One run = one ``allennlp train`` of a task config with its knobs, in its own directory; executors run many.
 
-A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's
-serialization dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it
-starts) and, once finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if
-and only if that file holds a complete JSON result. Anything else is unfinished and is started again, from its last
-epoch checkpoint where it can (``attempts.json``, runner/execution/resume.py) or from scratch; a crash leaves ``failed.json``
-(removed again when the run later finishes: a result always wins).
+A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's serialization
+dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it starts) and, once
+finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if and only if that file
+holds a complete JSON result. Anything else is unfinished and is started again, from its last epoch checkpoint where it
+can (``attempts.json``, runner/execution/resume.py) or from scratch; a crash leaves ``failed.json`` (removed again when
+the run later finishes: a result always wins).
 
 Interrupts: ``stop_runs()`` (called on Ctrl-C or a full disk) terminates every training this process started and
 keeps queued runs from starting; an interrupted run writes nothing, so it is simply unfinished.
@@ -172,7 +172,8 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "attempts": [{k: a[k] for k in ("commit", "from_epoch", "started") if k in a} for a in attempts]
               if len(attempts) > 1 else None,
               "predictions": keep_predictions(model_dir, run_dir, metric, metrics, knobs)}
-    result = adopt(result, run_dir) or result  # one evaluation per split: the predictions' (runner/execution/evidence.py)
+    # one evaluation per split: the predictions' (runner/execution/evidence.py)
+    result = adopt(result, run_dir) or result
     if not keep_models:
         for name in HEAVY_FILES:
             (model_dir / name).unlink(missing_ok=True)
@@ -194,10 +195,10 @@ def batch_dependent(knobs: Dict[str, str]) -> bool:
 
 
 def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict, knobs: Dict[str, str]) -> dict:
-    """Moves the training's per-example predictions beside result.json once their counts give back the metric
-    allennlp reported for dev (best epoch) and test (to 0.01 points; for a batch-dependent model both numbers are
-    recorded and the predictions' becomes the run's number of record: runner/execution/evidence.py); returns what result.json
-    records about them."""
+    """Moves the training's per-example predictions beside result.json once their counts give back the metric allennlp
+    reported for dev (best epoch) and test (to 0.01 points; for a batch-dependent model both numbers are recorded and
+    the predictions' becomes the run's number of record: runner/execution/evidence.py); returns what result.json records
+    about them."""
     import gzip
 
     source = model_dir / "unit_predictions.json.gz"
@@ -243,8 +244,8 @@ def keep_predictions_again(run_dir: Path) -> bool:
 
 def adopt_record(run_dir: Path) -> bool:
     """A finished run recorded before its predictions were its number of record gets them as such, allennlp's numbers
-    kept beside them (runner/execution/evidence.py adopt); True if result.json changed. A predictions file that is not the
-    run's own is named in one line and left as it is (the claims then leave the run out: evidence.check_run)."""
+    kept beside them (runner/execution/evidence.py adopt); True if result.json changed. A predictions file that is not
+    the run's own is named in one line and left as it is (the claims then leave the run out: evidence.check_run)."""
     result, _ = load_result(run_dir / "result.json")
     try:
         adopted = adopt(result, run_dir) if result else None
@@ -260,8 +261,8 @@ def adopt_record(run_dir: Path) -> bool:
 
 
 def last_error_line(log: Path) -> str:
-    lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
-    errors = [l for l in lines if "Error" in l or "error:" in l]
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "error:" in line]
     return (errors or lines or [""])[-1][:300]
 
 
@@ -317,7 +318,8 @@ def run_local(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
                     report(futures[future], status)
         except BaseException:  # Ctrl-C, a full disk: stop the trainings now rather than wait for them to end
             previous = {}
-            if threading.current_thread() is threading.main_thread():  # a second Ctrl-C or SIGTERM must not cut it short
+            # a second Ctrl-C or SIGTERM must not cut it short
+            if threading.current_thread() is threading.main_thread():
                 previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
             try:
                 stop_runs()

@@ -3,13 +3,13 @@ of problems (each naming the file, what was expected, what was found and what to
 
 ``./run_all.sh --profile paper --check`` runs it alone (with a short GPU timing for the plan); every profile runs it
 before any work. What it checks, in order: files and directories the runs name (profile 'requires' says where to get
-each); the GPU a 'cuda' profile (or a CUDA_DEVICE knob) asks for (elmo_module.device.cuda_problem); per task, the
-GloVe file's dimension against the embedding_dim of the task's config evaluated with the run's knobs; the first
-records of every data file through the task's own reader (built from the config as runner/stages/caches.py builds it), and
-for CoNLL-2012 trees their language and release (tasks/srl/conll2012_format.py); the biLM weights against their
-options (shapes from the hdf5 metadata, nothing loaded); free disk against the activation caches it would write.
-The plan's GPU hours come from runner/preflight/gpu_estimate.py; what both read of the runs (a task's config, a data file's
-sample) is runner/preflight/task_setup.py.
+each); the GPU a 'cuda' profile (or a CUDA_DEVICE knob) asks for (elmo_module.device.cuda_problem); per task, the GloVe
+file's dimension against the embedding_dim of the task's config evaluated with the run's knobs; the first records of
+every data file through the task's own reader (built from the config as runner/stages/caches.py builds it), and for
+CoNLL-2012 trees their language and release (tasks/srl/conll2012_format.py); the biLM weights against their options
+(shapes from the hdf5 metadata, nothing loaded); free disk against the activation caches it would write. The plan's GPU
+hours come from runner/preflight/gpu_estimate.py; what both read of the runs (a task's config, a data file's sample) is
+runner/preflight/task_setup.py.
 """
 import gzip
 import logging
@@ -79,7 +79,8 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
             unset = [m.group(1) for m in VARIABLE.finditer(value)]
             needs[",".join(unset) or value][f"{run.task} {name}"] = value
     fine = (profile.get("bilm") or {}).get("finetune") or {}
-    if isinstance(fine.get("from"), dict):  # the official weights the biLM stages fine-tune (runner/stages/bilm_stages.py)
+    # the official weights the biLM stages fine-tune (runner/stages/bilm_stages.py)
+    if isinstance(fine.get("from"), dict):
         for part in ("options", "weights"):
             value = expand(str(fine["from"].get(part, "")))
             unset = [m.group(1) for m in VARIABLE.finditer(value)]
@@ -99,7 +100,8 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
         what = ", ".join(sorted(users)) + (" (data files or directories)" if name in DATA_KNOBS else "")
         found = f"environment variable {', '.join(unset)} is not set" if unset else "nothing there"
         if key.startswith("hf:"):
-            found, hint = ("a Hugging Face hub split, which only `allennlp train` run by hand reads (tasks/hub_data.py)",
+            found, hint = ("a Hugging Face hub split, which only `allennlp train` run by hand reads "
+                           "(tasks/hub_data.py)",
                            "the runner reads local files (its preflight, checksums and activation caches do): save "
                            "the split in the task's file format and give its path")
         problems.append(Problem(", ".join(values), f"the {what}", found, hint[0].upper() + hint[1:]))
@@ -191,8 +193,9 @@ def glove_nonfinite(path: Path) -> Optional[str]:
 
 
 def _stage_vectors(profile: dict, path: Path) -> Optional[Tuple[Optional[int], str]]:
-    """(dimension, what) of a GloVe path that the profile's word-vectors stage will write (runner/stages/word_vectors.py), read
-    from the stage's dims; (None, what) for a file there that the stage does not make; None for any other path."""
+    """(dimension, what) of a GloVe path that the profile's word-vectors stage will write
+    (runner/stages/word_vectors.py), read from the stage's dims; (None, what) for a file there that the stage does not
+    make; None for any other path."""
     spec = profile.get("vectors")
     if not spec or path.parent != repo_path(spec["out"]):
         return None
@@ -498,7 +501,8 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
             lines.append(f"  pretrain -> {spec['pretrain']['out']}")
         fine = spec.get("finetune") or {}
         start = bilm_sources(profile)
-        # prepare_bilm fine-tunes only for tasks with a run in the plan (runner/stages/bilm_stages.py); the others are named as such
+        # prepare_bilm fine-tunes only for tasks with a run in the plan (runner/stages/bilm_stages.py); the others are
+        # named as such
         planned = {r.task for r in runs}
         for task in [t for t in fine.get("tasks", []) if t in planned]:
             origin = f"from {start[0][1]}" if start else "from the pretrained biLM"
@@ -512,8 +516,8 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
         if not samples[task]:
             lines.append(f"  {task}: the bundled sample (tasks/{task}/sample_data)")
         for split, s in samples[task].items():
-            skipped = (f"; skipped non-English: {', '.join(f'{l} {n}' for l, n in sorted(s.skipped_languages.items()))}"
-                       if s.skipped_languages else "")
+            languages = ", ".join(f"{lang} {n}" for lang, n in sorted(s.skipped_languages.items()))
+            skipped = f"; skipped non-English: {languages}" if s.skipped_languages else ""
             files = f"{s.files} files, " if s.files > 1 else ""
             lines.append(f"  {task} {split}: {files}~{s.instances:,} instances, ~{s.tokens:,} distinct-text tokens"
                          f"{skipped}")
@@ -545,8 +549,9 @@ def run_preflight(profile: dict, runs, cells, settings: Settings) -> Optional[in
 
 
 def bfloat16_note(profile: dict, runs) -> List[str]:
-    """--check: the refusal the runner would give for bfloat16 on this CPU (runner/stages/schedule.py check_bfloat16), as a note:
-    which runs are finished is known only once the archive is restored, so every run of the plan counts here."""
+    """--check: the refusal the runner would give for bfloat16 on this CPU (runner/stages/schedule.py check_bfloat16),
+    as a note: which runs are finished is known only once the archive is restored, so every run of the plan counts
+    here."""
 
     device = profile.get("device", "cpu")
     try:

@@ -1,7 +1,7 @@
-"""What the preflight (runner/preflight/checks.py) and its GPU estimate (runner/preflight/gpu_estimate.py) both read of a profile's
-runs before any training: the task's config evaluated with a run's knobs and its nodes, a readable sample of a data
-file, the weights the profile's biLM stages start from, the GPU the runs ask for, and an error's first line. Below
-both, so that neither imports the other for it."""
+"""What the preflight (runner/preflight/checks.py) and its GPU estimate (runner/preflight/gpu_estimate.py) both read of
+a profile's runs before any training: the task's config evaluated with a run's knobs and its nodes, a readable sample of
+a data file, the weights the profile's biLM stages start from, the GPU the runs ask for, and an error's first line.
+Below both, so that neither imports the other for it."""
 import json
 import re
 from pathlib import Path
@@ -15,7 +15,7 @@ JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
 
 def first_line(error: BaseException) -> str:
     """An error's first non-empty line (a reader's or allennlp's message, without the lines after it)."""
-    lines = [l for l in str(error).splitlines() if l.strip()]
+    lines = [line for line in str(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
 
 

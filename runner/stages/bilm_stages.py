@@ -10,8 +10,8 @@ and points its runs at the results (``ELMO_OPTIONS: artifacts/mini/bilm-ner/opti
 stage, ``finetune.from`` names the biLM to start from, e.g. the official weights (the paper profile; they come
 without a softmax, so ``finetune`` starts a new one over the task text's vocabulary)::
 
-    "bilm": {"finetune": {"from": {"options": "${ELMO_DIR}/...stage_options.json", "weights": "${ELMO_DIR}/..._weights.hdf5"},
-                          "tasks": ["snli", "ner"], "out": "artifacts/paper/bilm-{task}", "args": [...]}}
+    "bilm": {"finetune": {"from": {"options": "${ELMO_DIR}/...stage_options.json", "weights":
+"${ELMO_DIR}/..._weights.hdf5"}, "tasks": ["snli", "ner"], "out": "artifacts/paper/bilm-{task}", "args": [...]}}
 
 The stages run on the profile's ``device`` (``--device``; default cpu). Each stage is
 resumable like the runs: pretraining continues from its checkpoint (``--resume``) until its ``--tokens`` or
@@ -188,7 +188,8 @@ def _record(out: Path, command: List[str], seconds: float, returncode: int) -> N
     path.write_text(json.dumps(stages, indent=2))
 
 
-def call_stage(command: List[str], out: Path, log: Path, what: str, show: bool = True, env: Dict[str, str] = None) -> None:
+def call_stage(command: List[str], out: Path, log: Path, what: str, show: bool = True,
+               env: Optional[Dict[str, str]] = None) -> None:
     """Run one stage; its output (progress bar included) goes to ``log`` and, if ``show``, to the terminal."""
     sys.stdout.write(f"{what}: {' '.join(command)}\n  (log: {log})\n")  # one write: runs print beside it
     sys.stdout.flush()
@@ -219,7 +220,7 @@ def call_stage(command: List[str], out: Path, log: Path, what: str, show: bool =
         returncode = process.wait()
     _record(out, command, time.time() - started, returncode)
     if returncode != 0:
-        lines = [l for l in log.read_text(errors="replace").replace("\r", "\n").splitlines() if l.strip()]
+        lines = [line for line in log.read_text(errors="replace").replace("\r", "\n").splitlines() if line.strip()]
         raise SpecError(f"{what} failed (exit {returncode}): {lines[-1] if lines else ''} -- log: {log}")
 
 
@@ -456,7 +457,8 @@ def _pretrain_lines(pre: dict) -> List[str]:
               f"{o['lstm']['projection_dim']}, char CNN filters {o['char_cnn']['filters']}, "
               f"{o['char_cnn']['n_highway']} highway; vocabulary {ppl['vocabulary_size']:,} words, "
               f"{ppl['train_tokens_per_epoch']:,} training tokens per epoch.", "",
-              "| tokens trained | held-out tokens | forward ppl | backward ppl | average ppl |", "|---|---|---|---|---|"]
+              "| tokens trained | held-out tokens | forward ppl | backward ppl | average ppl |",
+              "|---|---|---|---|---|"]
     lines += [f"| {h['tokens_trained']:,} | {h['tokens']:,} | {h['forward']:.1f} | {h['backward']:.1f} | "
               f"{h['average']:.1f} |" for h in ppl["history"]]
     last = ppl.get("last_run", {})

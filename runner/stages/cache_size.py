@@ -3,7 +3,8 @@ tokens its readers give (repeats included), the distinct sentences and tokens st
 bytes per token read (docs/speed.md, "The activation cache"). ``--dtype float32`` builds the float32 variant that
 page compares against.
 
-    python -m runner.stages.cache_size --profile cache_size --task ner --cache-dir /tmp/cache [--dtype float32] [--precision bfloat16]
+    python -m runner.stages.cache_size --profile cache_size --task ner --cache-dir /tmp/cache \
+        [--dtype float32] [--precision bfloat16]
 """
 import argparse
 import json

@@ -57,9 +57,9 @@ def _readers(params: dict) -> Tuple[object, object]:
 
 
 def task_readers(task: str, knobs: Dict[str, str]) -> Tuple[object, object, str]:
-    """(training reader, dev/test reader, the training reader's registered type) of a task as the activation cache
-    reads its data: the config with the run's knobs, ELMo indexer on, full training set (runner/preflight/checks.py reads
-    the first records of every data file through them)."""
+    """(training reader, dev/test reader, the training reader's registered type) of a task as the activation cache reads
+    its data: the config with the run's knobs, ELMo indexer on, full training set (runner/preflight/checks.py reads the
+    first records of every data file through them)."""
     params = task_params(task, knobs)
     reader_type = params["dataset_reader"].get("type")  # (from_params pops it)
     return (*_readers(params), reader_type)

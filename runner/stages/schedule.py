@@ -149,7 +149,8 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
         for run, job in zip(candidates, baseline_jobs):
             job["after"] = after_vectors if run in todo else (lambda run=run: after_vectors() and run in stale)
     threads = settings.threads or max(1, (os.cpu_count() or 1) // parallel)
-    execute(jobs + baseline_jobs, settings, parallel, (), threads, archive=archive)  # the stages first: they start at once
+    # the stages first: they start at once
+    execute(jobs + baseline_jobs, settings, parallel, (), threads, archive=archive)
 
 
 def build_caches(todo, cache_root: Path, device: str = "cpu"):

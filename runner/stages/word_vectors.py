@@ -7,25 +7,26 @@ pretraining text, so that the comparison is static against contextual vectors fr
 lowercased, so the 300-d file is cased and the 100-d and 50-d files are lowercased, as the releases they stand in
 for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module.lm_data.tokenize_simple``).
 
-The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by
-default so that the output is the same bytes on every run on one CPU model (gensim's ``corpus_file`` mode with
-several workers depends on thread timing; another CPU model's BLAS kernels give other bytes, which the runner
-treats as other vectors: runner/execution/archive.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most frequent word
-first), which allennlp's ``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
+The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by default
+so that the output is the same bytes on every run on one CPU model (gensim's ``corpus_file`` mode with several workers
+depends on thread timing; another CPU model's BLAS kernels give other bytes, which the runner treats as other vectors:
+runner/execution/archive.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most
+frequent word first), which allennlp's ``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
 
 A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at the files::
 
     "vectors": {"out": "artifacts/small/vectors", "train": ["../shared/data/lm_corpus/*.txt"],
                 "dims": ["300:cased", "100:lowercase", "50:lowercase"], "args": ["--epochs", "5"]}
 
-The stage (``prepare_vectors``, run by the runner before any run) is skipped once ``OUT/vectors.json`` records the
-same training files (their sha256 too: a changed corpus makes the vectors again) and settings, and refused while a
-vector file no longer matches the sha256 recorded for it; its command and wall time go to ``OUT/stages.json`` as the biLM stages' do.
-``OUT/vectors.json`` also holds the quality checks (WordSim-353 and SimLex-999 rank correlations, the Google analogy
-set, nearest neighbours of a few words; the word sets are the copies gensim ships for its own tests), which the
+The stage (``prepare_vectors``, run by the runner before any run) is skipped once ``OUT/vectors.json`` records the same
+training files (their sha256 too: a changed corpus makes the vectors again) and settings, and refused while a vector
+file no longer matches the sha256 recorded for it; its command and wall time go to ``OUT/stages.json`` as the biLM
+stages' do. ``OUT/vectors.json`` also holds the quality checks (WordSim-353 and SimLex-999 rank correlations, the Google
+analogy set, nearest neighbours of a few words; the word sets are the copies gensim ships for its own tests), which the
 runner writes to ``results/<profile>/vectors.md``.
 
-    python -m runner.stages.word_vectors --train F [F ...] --out DIR [--dims 300:cased 100:lowercase 50:lowercase] [--epochs 5]
+    python -m runner.stages.word_vectors --train F [F ...] --out DIR \
+        [--dims 300:cased 100:lowercase 50:lowercase] [--epochs 5]
 """
 import argparse
 import codecs
@@ -76,7 +77,8 @@ def _tokenized_corpus(train: List[Path], out: Path, lowercase: bool) -> Dict[str
                     except UnicodeDecodeError as e:
                         partial.unlink()
                         raise SystemExit(f"error: {source}:{number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
-                                         f"column {e.start + 1}); expected UTF-8 text, one paragraph per line")
+                                         f"column {e.start + 1}); expected UTF-8 text, one paragraph per "
+                                         "line") from None
                     tokens = tokenize_simple(line.lower() if lowercase else line)
                     if tokens:
                         f.write(" ".join(tokens) + "\n")
@@ -153,7 +155,8 @@ def train(args) -> dict:
             except RuntimeError as e:  # gensim: "you must first build vocabulary before training the model"
                 os.remove(corpus["path"])
                 raise SystemExit(f"error: --train: no word occurs --min-count {args.min_count} times in its "
-                                 f"{corpus['tokens']:,} tokens ({e}); expected more text or a lower --min-count")
+                                 f"{corpus['tokens']:,} tokens ({e}); expected more text or a lower "
+                                 "--min-count") from None
             path = out / file_name(dim, case)
             write_glove(model.wv, path)
             record["files"][str(dim)] = {"path": path.name, "case": case, "vocabulary": len(model.wv),
@@ -221,14 +224,15 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
     wanted = parse_args([*args, "--out", str(out)])
     if record.get("settings") != settings(wanted):
         return "made with other settings"
-    current = stage_sums(wanted.train, repo_path)  # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
+    # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
+    current = stage_sums(wanted.train, repo_path)
     if "inputs" not in record:  # made before the stage recorded what it read: taken as made from today's files
         print(f"warning: {path} does not record the checksums of its training files (made before the stage "
               f"recorded them): taken as made from today's {', '.join(current)}", file=sys.stderr)
         write_json(path, {**record, "inputs": current})
     elif changed_sums(record["inputs"], current):
         return f"{', '.join(changed_sums(record['inputs'], current))} changed since they were made"
-    for dim, f in record["files"].items():
+    for f in record["files"].values():
         vectors = out / f["path"]
         if not vectors.is_file():
             return f"{vectors.name} is missing"
@@ -295,7 +299,8 @@ def archive_vectors(profile: dict, archive: Path) -> None:
             shutil.copyfile(out / name, archive / (name + ".partial"))
             os.replace(archive / (name + ".partial"), archive / name)
 
-    make_portable(archive.parent)  # the records name no absolute checkout path (the shared mechanism, runner/execution/training.py)
+    # the records name no absolute checkout path (the shared mechanism, runner/execution/training.py)
+    make_portable(archive.parent)
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
@@ -318,21 +323,25 @@ def vectors_markdown(record: dict, out: str, provenance: List[str]) -> str:
     """results/<profile>/vectors.md: what the baselines' word vectors are and how good they look."""
     s = record["settings"]
     lines = ["# Word vectors of the baselines (GloVe stand-ins)", "",
-             f"Trained by `python -m runner.stages.word_vectors` (gensim {record['gensim']}, {s['method']}, window {s['window']}, "
+             f"Trained by `python -m runner.stages.word_vectors` (gensim {record['gensim']}, {s['method']}, window "
+             f"{s['window']}, "
              f"{s['epochs']} epochs, min count {s['min_count']}, at most {s['max_vocab']:,} words, seed {s['seed']}) "
              f"on the biLM's training text; written to `{out}/` in GloVe's text format; "
              f"{record['wall_time_s'] / 60:.0f} min in all.", ""]
     for case, corpus in record["corpus"].items():
         lines.append(f"- {case} text: {corpus['tokens']:,} tokens in {corpus['lines']:,} lines")
     lines += ["- training files: " + ", ".join(f"`{p}`" for p in s["train"]), "",
-              "| file | stands in for | words | WordSim-353 ρ | SimLex-999 ρ | Google analogies (top 30k words) | training |",
+              "| file | stands in for | words | WordSim-353 ρ | SimLex-999 ρ | Google analogies (top 30k words) | "
+              "training |",
               "|---|---|---|---|---|---|---|"]
     glove = {"300": "glove.840B.300d (cased)", "100": "glove.6B.100d (lowercased)", "50": "glove.6B.50d (lowercased)"}
     for dim, f in record["files"].items():
-        lines.append(f"| `{f['path']}` | {glove.get(dim, '-')} | {f['vocabulary']:,} | {_score(f['wordsim353']['spearman'])} | "
+        lines.append(f"| `{f['path']}` | {glove.get(dim, '-')} | {f['vocabulary']:,} | "
+                     f"{_score(f['wordsim353']['spearman'])} | "
                      f"{_score(f['simlex999']['spearman'])} | {_score(f['google_analogy_accuracy'], 100, ' %')} | "
                      f"{f['train_s'] / 60:.1f} min |")
-    lines += ["", "The GloVe files they stand in for were trained on 6 (6B) and 840 (840B) billion tokens; these on the "
+    lines += ["", "The GloVe files they stand in for were trained on 6 (6B) and 840 (840B) billion tokens; these on "
+                  "the "
               "~20M above. Word pairs and analogies: the copies of WordSim-353, SimLex-999 and Mikolov et al.'s "
               "analogy set that gensim ships for its tests (Spearman ρ over the pairs both words of which are in "
               "the vocabulary).", "", "Nearest neighbours (cosine):", ""]
@@ -349,7 +358,7 @@ def _score(value, scale=1, unit="") -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     record = train(args)
-    for dim, f in record["files"].items():
+    for f in record["files"].values():
         print(f"  {f['path']}: {f['vocabulary']:,} words, WordSim-353 {_score(f['wordsim353']['spearman'])}, "
               f"SimLex-999 {_score(f['simlex999']['spearman'])}, analogies "
               f"{_score(f['google_analogy_accuracy'], 100, ' %')}")
