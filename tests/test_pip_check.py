@@ -4,8 +4,8 @@ import os
 import subprocess
 import sys
 
-from tools.pip_check import OVERRIDES, compare, expected_lines
 from tests.conftest import REPO_ROOT
+from tools.pip_check import OVERRIDES, compare, expected_lines
 
 
 def pip_check(*args, extra_path=None):

@@ -4,7 +4,7 @@ A run goes on (``allennlp train --recover``) only from a checkpoint made with th
 (inputs.json), the same machine and torch (runner/execution/training.py hardware()) and the same training code
 (TRAINING_CODE, its docs aside): so that a run cut off by the end of a session (a small SQuAD run takes hours) loses at
 most one epoch and ends as the run never stopped would have: the same epochs, the same best epoch's model tested, the
-same predictions (tests/test_resume.py). allennlp restores the weights, optimizer, learning-rate schedule and
+same predictions (tests/runner/test_resume.py). allennlp restores the weights, optimizer, learning-rate schedule and
 early-stopping state; the random_state callback (tasks/checkpoint_loading.py) the random generators; _last_checkpoint
 the best model, which allennlp's checkpoint does not always name (_keep_best).
 """

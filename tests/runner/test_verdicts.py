@@ -1,0 +1,263 @@
+"""Verdicts a reviewer can accept (runner/analysis/verdicts.py, runner/execution/evidence.py), on constructed runs: Holm
+and Benjamini-Hochberg against hand-computed values, one test for two claims on the same runs, seeds added after a
+declaration kept out of the verdict, a batch-dependent model's number of record equal to its predictions' metric, a
+reversed result flagged against the paper, predictions swapped between runs left out; and, over the archive of
+results/small where it is present, every run's number of record equal to the metric of its archived predictions."""
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runner.analysis import stats
+from runner.analysis.tables import Cell, build_results
+from runner.execution.evidence import PREDICTIONS, adopt, check_run, read_predictions, split_metric
+from tests.runner.test_claims import accuracy, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+PAPER = json.loads((REPO / "results" / "paper_numbers.json").read_text())
+
+
+def test_holm_and_benjamini_hochberg_match_hand_computed_values():
+    ps = [0.01, 0.04, 0.03, None, 0.005]
+    # Holm, m = 4: sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005 = 0.02, 3*0.01 = 0.03, 2*0.03 = 0.06, 1*0.04 -> max 0.06
+    assert stats.holm(ps) == pytest.approx([0.03, 0.06, 0.06, None, 0.02])
+    # BH, m = 4: 0.04*4/4 = 0.04, 0.03*4/3 = 0.04, 0.01*4/2 = 0.02, 0.005*4/1 = 0.02 (running minimum from the top)
+    assert stats.benjamini_hochberg(ps) == pytest.approx([0.02, 0.04, 0.04, None, 0.02])
+    assert stats.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1 (2*0.5, then max(1, 0.6) -> 1)
+
+
+def test_seeds_needed_follows_the_paired_t_power_and_says_when_no_number_will_do():
+    n, why = stats.seeds_needed([3.0, 4.0, 5.0])  # effect size 4: 3 seeds already reach 80 % power
+    assert n == 3 and "3 seeds" in why
+    n, _ = stats.seeds_needed([1.0, 3.0, 5.0])  # effect size 1.5
+    assert n == 6
+    # the independent reference: the t-test simulated on normal differences of that effect size
+    rng = np.random.default_rng(0)
+    from scipy import stats as scipy_stats
+
+    def simulated_power(n):
+        x = rng.normal(1.5, 1.0, size=(40000, n))
+        t = x.mean(1) / (x.std(1, ddof=1) / np.sqrt(n))
+        return float(np.mean(np.abs(t) > scipy_stats.t.ppf(0.975, n - 1)))
+
+    assert simulated_power(6) > 0.81 and simulated_power(5) < 0.73  # 0.83 and 0.71
+    assert stats.seeds_needed([-1.0, -2.0, -1.5])[0] is None  # the other direction: no number of seeds
+    n, why = stats.seeds_needed([0.1, -2.0, 2.2])
+    assert n is None and "within the noise" in why
+
+
+def _two_system_runs(root: Path, gains: dict, n_units: int = 400, rng_seed: int = 0):
+    """Baseline and ELMo runs (SNLI accuracy) per seed: ELMo right on the baseline's pairs and on ``gains[seed]``
+    more (a negative gain: wrong on that many of the baseline's)."""
+    rng = np.random.default_rng(rng_seed)
+    base = rng.random(n_units) < 0.6
+    runs = {}
+    for seed, gain in gains.items():
+        other = base.copy()
+        pool = np.flatnonzero(~base if gain > 0 else base)
+        other[rng.choice(pool, abs(gain), replace=False)] = gain > 0
+        runs[seed] = (write_run(root / f"b{seed}", "snli", seed, accuracy(base)),
+                      write_run(root / f"e{seed}", "snli", seed, accuracy(other)))
+    return runs
+
+
+def _build(tmp_path, sweeps, cells, paper=PAPER):
+    out = tmp_path / "results"
+    build_results(sweeps, cells, paper, out, {"profile": "constructed"})
+    data = json.loads((out / "claims.json").read_text())
+    return out, data["summary"], {c["id"]: c for c in data["claims"]}
+
+
+TABLE2 = {"name": "table2", "kind": "table", "split": "dev", "tasks": ["snli"],
+          "columns": [{"label": "baseline"}, {"label": "lambda=0.001"}]}
+FIGURE1 = {"name": "figure1", "kind": "curve", "split": "dev", "tasks": ["snli"],
+           "columns": [{"label": "baseline"}, {"label": "ELMo"}], "x": {"knob": "TRAIN_FRACTION", "values": ["1.0"]}}
+
+
+def test_two_claims_on_the_same_runs_are_one_test_counted_once(tmp_path):
+    runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
+    cells = []
+    for seed, (b, e) in runs.items():
+        cells += [Cell("table2", "snli", "baseline", None, seed, run_dir=b), Cell("table2", "snli", "lambda=0.001", None,
+                                                                                 seed, run_dir=e),
+                  Cell("figure1", "snli", "baseline", "1.0", seed, run_dir=b), Cell("figure1", "snli", "ELMo", "1.0",
+                                                                                   seed, run_dir=e)]
+    out, summary, claims = _build(tmp_path, [TABLE2, FIGURE1], cells)
+    table2, figure1 = claims["table2.snli.lambda=0.001>baseline"], claims["figure1.snli.1.0"]
+    assert table2["counted"] and not figure1["counted"]
+    assert figure1["same_evidence_as"] == "table2.snli.lambda=0.001>baseline"
+    assert figure1["verdict"] == table2["verdict"] == "supports"
+    assert summary["claims"] == 2 and summary["counted"] == 1 and summary["supports"] == 1
+    assert "the same test as table2.snli.lambda=0.001>baseline" in (out / "claims.md").read_text()
+
+
+def test_seeds_added_after_the_declaration_are_shown_but_kept_out_of_the_verdict(tmp_path):
+    # seeds 1-3 declared: gains that differ a lot (not decidable over seeds); seeds 4-5 added later would decide it
+    runs = _two_system_runs(tmp_path / "runs", {1: 2, 2: 40, 3: 8, 4: 30, 5: 31})
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    declared = dict(TABLE2, seeds={"default": 5}, seeds_added_later={"snli": {"seeds": [4, 5], "commit": "abc1234",
+                                                                              "why": "constructed"}})
+    out, _, claims = _build(tmp_path, [declared], cells)
+    claim = claims["table2.snli.lambda=0.001>baseline"]
+    seeds = next(v for v in claim["views"] if v["view"] == "seeds")
+    assert claim["seeds_declared"] == [1, 2, 3] and claim["seeds_added_later"] == [4, 5]
+    assert seeds["seeds"] == [1, 2, 3] and claim["verdict"] == "not decidable"
+    assert claim["extension"]["seeds"] == [1, 2, 3, 4, 5] and claim["extension"]["verdict"] == "supports"
+    assert "added after the first results: 4, 5" in (out / "claims.md").read_text()
+    # the builder without the declaration pools all five: the same runs support
+    _, _, pooled = _build(tmp_path / "pooled", [dict(TABLE2, seeds={"default": 5})], cells)
+    assert pooled["table2.snli.lambda=0.001>baseline"]["verdict"] == "supports"
+
+
+def test_the_profile_spec_refuses_a_later_seed_outside_the_sweep():
+    from runner.spec import SpecError, check_sweep
+
+    check_sweep(dict(TABLE2, seeds={"snli": 5}, seeds_added_later={"snli": {"seeds": [4, 5]}}), "p")
+    with pytest.raises(SpecError, match=r"seeds_added_later.snli': expected .*1..3"):
+        check_sweep(dict(TABLE2, seeds={"default": 3}, seeds_added_later={"snli": {"seeds": [4]}}), "p")
+
+
+def test_a_reversed_result_leans_against_the_paper_and_a_dev_claim_is_judged_on_test_too(tmp_path):
+    runs = _two_system_runs(tmp_path / "runs", {1: -40, 2: -45, 3: -50})  # ELMo worse on every seed
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    out, summary, claims = _build(tmp_path, [TABLE2], cells)
+    claim = claims["table2.snli.lambda=0.001>baseline"]
+    assert claim["verdict"] == "contradicts" and claim["against_paper"]
+    assert claim["test_view"]["verdict"] == "contradicts" and not claim["test_view"]["differs"]
+    assert summary["leans against the paper"] == 1 and summary["contradicts"] == 1
+    assert claim["paper_diff"] == pytest.approx(89.5 - 88.1)
+    assert "leans against the paper" in (out / "claims.md").read_text()
+
+
+def test_holm_within_a_family_turns_a_lone_raw_support_into_not_decidable(tmp_path):
+    """Six Table 1 claims: one with raw p just under 0.05 and five far from significance: Holm multiplies by 6."""
+    sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["snli", "ner", "sst", "srl", "squad", "coref"],
+             "columns": [{"label": "baseline"}, {"label": "ELMo"}]}
+    cells = []
+    for i, task in enumerate(sweep["tasks"]):
+        gains = {1: 20, 2: 26, 3: 32} if task == "snli" else {1: 1, 2: -1, 3: 1}
+        for seed, pair in _two_system_runs(tmp_path / task, gains, rng_seed=i).items():
+            cells += [Cell("table1", task, col, None, seed, run_dir=run) for col, run in zip(("baseline", "ELMo"), pair)]
+    _, _, claims = _build(tmp_path, [sweep], cells)
+    snli = claims["table1.snli"]
+    assert snli["p"] < 0.05 and snli["verdict_raw"] == "supports"
+    assert snli["p_holm"] == pytest.approx(min(1.0, 6 * snli["p"])) and snli["p_holm"] >= 0.05
+    assert snli["verdict"] == "not decidable" and "after Holm within its family (6 claims)" in snli["why"]
+    assert snli["family"] == "Table 1" and snli["seeds_needed"] is not None
+
+
+def test_a_batch_dependent_models_number_of_record_is_its_predictions_metric_exactly(tmp_path):
+    """A toy model whose output for an example depends on its batch (a normalisation over the batch, as the paper
+    code's ELMo layer norm): evaluated by length-sorted batches it scores one number, in file order another. The run
+    records the file-order pass, whose predictions are archived, and keeps the other as 'reported'."""
+    from runner.execution.training import keep_predictions
+
+    rng = np.random.default_rng(1)
+    x, lengths, gold = rng.normal(size=200), rng.integers(1, 30, size=200), rng.integers(0, 2, size=200)
+
+    def predict(order, batch=32):
+        out = np.empty(200, dtype=int)
+        for start in range(0, 200, batch):
+            idx = order[start:start + batch]
+            out[idx] = (x[idx] - x[idx].mean()) > 0  # batch-wide centring: other batches, other outputs
+        return out
+
+    by_length, file_order = predict(np.argsort(lengths, kind="stable")), predict(np.arange(200))
+    reported = float(np.mean(by_length == gold))
+    assert abs(reported - np.mean(file_order == gold)) > 1e-4  # the two evaluations differ
+    model = tmp_path / "model"
+    model.mkdir()
+    units = {"ids": [str(i) for i in range(200)], "counts": [[int(p == g), 1] for p, g in zip(file_order, gold)]}
+    (model / "unit_predictions.json.gz").write_bytes(gzip.compress(json.dumps(
+        {"metric": "accuracy", "splits": {"dev": units, "test": units}}).encode()))
+    knobs = {"ELMO": "both", "ELMO_LAYER_NORM": "true"}
+    metrics = {"best_validation_accuracy": reported, "test_accuracy": reported}
+    record = keep_predictions(model, tmp_path, "accuracy", metrics, knobs)
+    result = adopt({"dev": reported, "test": reported, "metric": "accuracy", "predictions": record}, tmp_path)
+    ours = split_metric(read_predictions(tmp_path), "dev")
+    assert 100 * result["dev"] == pytest.approx(ours, abs=1e-9) and 100 * result["test"] == pytest.approx(ours, abs=1e-9)
+    assert result["reported"] == {"dev": reported, "test": reported}
+    assert result["predictions"]["batching"]["order"] == "file" and check_run(result, tmp_path)[0] is None
+    assert result["predictions"]["sha256"] == hashlib.sha256((tmp_path / PREDICTIONS).read_bytes()).hexdigest()
+
+
+def test_predictions_swapped_between_runs_are_named_and_left_out_of_the_claims(tmp_path, capsys):
+    runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50, 4: 35})
+    for seed, pair in runs.items():  # as finished runs record them: the predictions are the number of record
+        for run_dir in pair:
+            result = json.loads((run_dir / "result.json").read_text())
+            (run_dir / "result.json").write_text(json.dumps(adopt(result, run_dir)))
+    (runs[1][1] / PREDICTIONS).write_bytes((runs[3][1] / PREDICTIONS).read_bytes())  # ELMo seed 1 gets seed 3's
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    _, _, claims = _build(tmp_path, [dict(TABLE2, seeds={"default": 4})], cells)
+    claim = claims["table2.snli.lambda=0.001>baseline"]
+    assert claim["seeds"] == [2, 3, 4] and claim["excluded_runs"] == ["snli/lambda=0.001 seed 1"]
+    assert "left out: snli/lambda=0.001 seed 1" in claim["why"]
+    err = capsys.readouterr().err
+    assert "snli/lambda=0.001 seed 1 left out of the claims" in err and "sha256 differs" in err
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda p: p.write_bytes(p.read_bytes()[:200]), "unreadable predictions"),  # cut
+    (lambda p: p.write_bytes(b"not gzip at all"), "unreadable predictions"),
+    (lambda p: p.write_bytes(gzip.compress(b"{not json")), "unreadable predictions"),
+    (lambda p: p.unlink(), "is missing"),
+])
+def test_damaged_predictions_are_named_in_one_line_and_their_run_left_out(tmp_path, capsys, damage, said):
+    from runner.execution.training import adopt_record
+
+    runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50})
+    damage(runs[2][0] / PREDICTIONS)
+    assert adopt_record(runs[2][0]) is False  # the runner's adoption refuses it in one line, no traceback
+    assert "not made the run's number of record" in capsys.readouterr().err or said == "is missing"
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    _, _, claims = _build(tmp_path, [TABLE2], cells)
+    claim = claims["table2.snli.lambda=0.001>baseline"]
+    assert claim["seeds"] == [1, 3] and claim["excluded_runs"] == ["snli/baseline seed 2"]
+    err = [line for line in capsys.readouterr().err.splitlines() if "left out" in line]
+    assert len(err) == 1 and said in err[0] and "Traceback" not in err[0]
+
+
+def test_a_build_that_fails_leaves_the_previous_files_as_they_were(tmp_path, monkeypatch):
+    runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50})
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    out, _, _ = _build(tmp_path, [TABLE2], cells)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (runs[1][1] / "result.json").write_text(json.dumps({**json.loads((runs[1][1] / "result.json").read_text()),
+                                                        "dev": 0.99}))  # a new number for the table
+    import runner.analysis.claims
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the claims builder failed")
+
+    monkeypatch.setattr(runner.analysis.claims, "build_claims", broken)
+    with pytest.raises(RuntimeError):
+        build_results([TABLE2], cells, PAPER, out, {"profile": "constructed"})
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # table2.md not rewritten, no staging left
+
+
+ARCHIVE = REPO / "results" / "small" / "runs"
+
+
+@pytest.mark.skipif(not ARCHIVE.is_dir(), reason="no archive of results/small here")
+def test_every_archived_run_of_small_records_the_metric_of_its_archived_predictions():
+    checked = 0
+    for path in sorted(ARCHIVE.glob("*/*.json")):
+        result = json.loads(path.read_text())
+        record = result.get("predictions") or {}
+        if "problem" in record or not record.get("units"):
+            continue
+        data = json.loads(gzip.decompress(path.with_name(f"{path.stem}.{PREDICTIONS}").read_bytes()))
+        for split in record["units"]:
+            value = 100 * result[split] if result[split] <= 1 else result[split]
+            assert value == pytest.approx(split_metric(data, split), abs=0.01), f"{path} {split}"
+        checked += 1
+    assert checked >= 100
