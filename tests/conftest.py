@@ -13,8 +13,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 # bfloat16 on a CPU without oneDNN's bfloat16 kernels is refused for users (elmo_module/precision.py); the tests
-# check bfloat16's numbers on every CPU, slowly there, and tests/elmo_module/test_cpu_bfloat16.py takes the flag away to check
-# the refusal itself.
+# check bfloat16's numbers on every CPU, slowly there, and tests/elmo_module/test_cpu_bfloat16.py takes the flag away
+# to check the refusal itself.
 os.environ.setdefault("ELMO_ALLOW_SLOW_BFLOAT16", "1")
 
 

@@ -24,7 +24,7 @@ def test_compare_separates_unexpected_and_stale_lines():
 
 def test_the_environment_has_only_the_listed_overrides():
     lines = expected_lines(OVERRIDES)
-    assert lines and all(l.split()[0] in ("allennlp", "allennlp-models", "cached-path") for l in lines)
+    assert lines and all(line.split()[0] in ("allennlp", "allennlp-models", "cached-path") for line in lines)
     result = pip_check()
     assert result.returncode == 0, result.stderr
     assert f"no broken requirements but the {len(lines)} listed" in result.stdout
@@ -38,9 +38,9 @@ def test_another_broken_requirement_fails(tmp_path):
                                    "Requires-Dist: numpy<1.0\nRequires-Dist: no-such-package-here\n")
     result = pip_check(extra_path=tmp_path)
     assert result.returncode == 1
-    broken = [l for l in result.stderr.splitlines() if l.startswith("pip check: broken requirement: ")]
-    assert len(broken) == 2 and all("fake-broken 1.0" in l for l in broken), result.stderr
-    assert not any("allennlp" in l for l in result.stderr.splitlines())  # the listed ones are still filtered
+    broken = [line for line in result.stderr.splitlines() if line.startswith("pip check: broken requirement: ")]
+    assert len(broken) == 2 and all("fake-broken 1.0" in line for line in broken), result.stderr
+    assert not any("allennlp" in line for line in result.stderr.splitlines())  # the listed ones are still filtered
 
 
 def test_a_stale_override_fails(tmp_path):

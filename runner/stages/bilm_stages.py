@@ -39,17 +39,19 @@ from runner.spec import REPO, SpecError, canonical, expand, repo_path
 from runner.stages.caches import read_task_sentences
 
 
-def stage_option(args: List[str], name: str) -> Optional[str]:
-    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
+def stage_option(stage_args: List[str], name: str) -> Optional[str]:
+    """The value after ``name`` in a stage's args (None if it is absent or last)."""
+    at = stage_args.index(name) + 1 if name in stage_args else len(stage_args)
+    return stage_args[at] if at < len(stage_args) else None
 
 
 SETTINGS = "stage_args.json"  # the profile's args a stage's output was made with (runner-written, beside its files)
 
 
-def stage_options(args: List[str]) -> Dict[str, List[str]]:
+def stage_options(stage_args: List[str]) -> Dict[str, List[str]]:
     """``--name v1 v2 --flag`` -> {"--name": ["v1", "v2"], "--flag": []}."""
     options, name = {}, None
-    for arg in args:
+    for arg in stage_args:
         if arg.startswith("--"):
             name = arg
             options[name] = []
@@ -58,7 +60,7 @@ def stage_options(args: List[str]) -> Dict[str, List[str]]:
     return options
 
 
-def check_settings(out: Path, args: List[str], what: str) -> None:
+def check_settings(out: Path, stage_args: List[str], what: str) -> None:
     """A stage's output made with other args than the profile's now is neither reused nor resumed (a finished
     pretraining was "done" whatever its args; a checkpoint went on under the new ones): a one-line error naming the
     options that differ. Outputs written before the runner recorded args are not checked. Paths are compared as the
@@ -67,7 +69,7 @@ def check_settings(out: Path, args: List[str], what: str) -> None:
     path = out / SETTINGS
     if not path.is_file():
         return
-    old, new = stage_options(json.loads(path.read_text())["args"]), stage_options(args)
+    old, new = stage_options(json.loads(path.read_text())["args"]), stage_options(stage_args)
 
     def shown(options, name):
         return "(absent)" if name not in options else " ".join(options[name]) or "(set)"
@@ -83,11 +85,11 @@ def check_settings(out: Path, args: List[str], what: str) -> None:
                         f"remove {out} to make it again, or put the profile's args back")
 
 
-def _record_settings(out: Path, args: List[str], inputs: Dict[str, Optional[str]], outputs: dict = None) -> None:
+def _record_settings(out: Path, stage_args: List[str], inputs: Dict[str, Optional[str]], outputs: dict = None) -> None:
     """OUT/stage_args.json: the args, the sha256 of the files the stage read (``inputs``) and, once it is done, of
     the files it wrote (``outputs``): a stage is keyed as a run is (runner/execution/freshness.py)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / SETTINGS, {"args": args, "inputs": inputs, **({"outputs": outputs} if outputs else {})})
+    write_json(out / SETTINGS, {"args": stage_args, "inputs": inputs, **({"outputs": outputs} if outputs else {})})
 
 
 OUTPUTS = ("options.json", "weights.hdf5")  # what the runs read of a stage (ELMO_OPTIONS, ELMO_WEIGHTS)
@@ -136,12 +138,12 @@ def _check_outputs(out: Path, what: str) -> None:
                             f"that read it then train again)")
 
 
-def _files(args: List[str], flags) -> List[str]:
+def _files(stage_args: List[str], flags) -> List[str]:
     """The files named by ``flags`` in a stage's args (globs expanded, relative to the repository where the stage
     runs), as given: what the stage reads."""
     import glob
 
-    options, files = stage_options(args), []
+    options, files = stage_options(stage_args), []
     for flag in flags:
         for pattern in options.get(flag, []):
             pattern = expand(pattern)
@@ -149,10 +151,10 @@ def _files(args: List[str], flags) -> List[str]:
     return files
 
 
-def pretrain_inputs(args: List[str]) -> Dict[str, Optional[str]]:
+def pretrain_inputs(stage_args: List[str]) -> Dict[str, Optional[str]]:
     """What a pretraining reads: its options file, training and held-out text."""
 
-    return stage_sums(_files(args, ("--options", "--train", "--heldout")), repo_path)
+    return stage_sums(_files(stage_args, ("--options", "--train", "--heldout")), repo_path)
 
 
 def finetune_inputs(source: List[str], task: str, knobs: Dict[str, str]) -> Dict[str, Optional[str]]:
@@ -167,13 +169,13 @@ def finetune_inputs(source: List[str], task: str, knobs: Dict[str, str]) -> Dict
     return stage_sums(files + [data["TRAIN_PATH"], data["DEV_PATH"]], repo_path)
 
 
-def pretraining_done(out: Path, args: List[str]) -> bool:
+def pretraining_done(out: Path, stage_args: List[str]) -> bool:
     """True once OUT/perplexity.json records a spent --tokens or --epochs budget (a --minutes stop is not done)."""
     path = out / "perplexity.json"
     if not path.is_file():
         return False
     record = json.loads(path.read_text())
-    tokens, epochs = stage_option(args, "--tokens"), stage_option(args, "--epochs")
+    tokens, epochs = stage_option(stage_args, "--tokens"), stage_option(stage_args, "--epochs")
     if tokens is not None:
         return record["history"][-1]["tokens_trained"] >= int(tokens)
     return record.get("epochs_completed", 0) >= int(epochs or 10)
@@ -361,10 +363,10 @@ def check_stage_outputs(profile: dict) -> None:
             _check_outputs(out, "biLM pretraining" if kind == "pretrain" else f"biLM fine-tuning ({out.name})")
 
 
-def _device(device: str, args: List[str]) -> List[str]:
+def _device(device: str, stage_args: List[str]) -> List[str]:
     """``--device`` of the runner (the profile's ``device`` unless --device says otherwise), unless the stage's args
     name one."""
-    return [] if "--device" in args else ["--device", "cuda" if device == "cuda" else "cpu"]
+    return [] if "--device" in stage_args else ["--device", "cuda" if device == "cuda" else "cpu"]
 
 
 def _finetune_source(profile: dict, fine: dict, check: bool = True) -> List[str]:

@@ -32,7 +32,7 @@ class StepwiseBiLm:
     def token(self, ids):
         emb = np.vstack([np.zeros((1, self.a["char_embed"].shape[1])), self.a["char_embed"]])[ids]
         pooled = []
-        for i, (width, number) in enumerate(self.filters):
+        for i, (width, _number) in enumerate(self.filters):
             w, b = self.a[f"CNN/W_cnn_{i}"][0], self.a[f"CNN/b_cnn_{i}"]
             conv = [sum(emb[p + k] @ w[k] for k in range(width)) + b for p in range(len(ids) - width + 1)]
             pooled.append(np.maximum(np.max(conv, axis=0), 0))

@@ -50,7 +50,7 @@ def test_check_precision_refuses_bfloat16_on_such_a_cpu_and_the_flag_lets_it_run
 def test_a_kernelless_cpu_is_refused_and_one_with_kernels_is_not(monkeypatch):
     monkeypatch.delenv(precision.ALLOW_SLOW, raising=False)
     for has in (True, False):
-        monkeypatch.setattr(precision, "cpu_has_bfloat16", lambda: has)
+        monkeypatch.setattr(precision, "cpu_has_bfloat16", lambda has=has: has)
         assert (precision.cpu_bfloat16_problem() is None) == has
 
 
@@ -163,6 +163,6 @@ def test_the_machine_record_tells_an_avx2_cpu_from_an_avx512_one_of_the_same_nam
 
     seen = {}
     for unit in ("AVX2", "AVX512"):
-        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: unit)
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda unit=unit: unit)
         seen[unit] = execute.hardware()
     assert ", AVX2), " in seen["AVX2"] and seen["AVX2"] != seen["AVX512"], seen

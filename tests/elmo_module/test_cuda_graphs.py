@@ -1,7 +1,8 @@
 """The training recurrence replayed as CUDA graphs (``lstm._recurrence``) computes what its kernels compute one launch
 at a time: same losses and same weights, window after window, when the inputs, the carried state and the weights
 change between replays, and when a window of another shape captures a graph of its own. Needs a CUDA GPU (CI has
-none: those tests skip); on a GPU machine: ``python3 -m pytest tests/elmo_module/test_cuda_graphs.py`` (docs/speed.md#on-a-gpu).
+none: those tests skip); on a GPU machine: ``python3 -m pytest tests/elmo_module/test_cuda_graphs.py``
+(docs/speed.md#on-a-gpu).
 """
 import warnings
 

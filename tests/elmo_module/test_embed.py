@@ -81,7 +81,7 @@ def test_invalid_utf8_line_is_a_one_line_error_and_nothing_is_written(tmp_path, 
     done = run_cli("embed", "--options", str(elmo_files[0]), "--weights", str(elmo_files[1]), "--input",
                    str(source), "--output", str(out))
     assert done.returncode == 2
-    errors = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: {source} line 3: not valid UTF-8 (byte 0xff at column 5)"]
     assert "Traceback" not in done.stderr
     assert not out.exists() and not list(tmp_path.glob("*.partial"))

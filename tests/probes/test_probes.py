@@ -112,8 +112,8 @@ def test_nearest_sense_centroid_matches_brute_force():
         ours = nearest_sense(keys, unit, query)
         for layer in range(n_layers):  # brute force: every key's mean, cosine by hand, best first
             best, best_sim = None, -2.0
-            for key in sorted({k for l, k, _ in train if l == lemma}):
-                members = [v[layer] for l, k, v in train if k == key]
+            for key in sorted({k for item, k, _ in train if item == lemma}):
+                members = [v[layer] for item, k, v in train if k == key]
                 mean = [sum(m[d] for m in members) / len(members) for d in range(dim)]
                 dot = sum(a * b for a, b in zip(mean, query[layer]))
                 sim = dot / math.sqrt(sum(a * a for a in mean)) / math.sqrt(sum(b * b for b in query[layer]))
@@ -139,7 +139,8 @@ def test_pos_probe_features_are_exactly_the_frozen_layers_and_the_classifier_is_
     sentences = [["The", "cat", "sat", "."], ["Prices", "rose", "5", "%", "in", "March", "."], ["Hello"]]
     direct = FrozenBiLm(batch_size=2)
     reference = [direct.bilm(batch_to_ids([s])).layers for s in sentences]  # one sentence at a time
-    expected = np.concatenate([torch.stack([l[0] for l in layers]).detach().numpy() for layers in reference], axis=1)
+    expected = np.concatenate([torch.stack([item[0] for item in layers]).detach().numpy() for layers in reference],
+                              axis=1)
     assert np.allclose(features(direct, sentences, "t"), expected, atol=1e-6)
     cached = FrozenBiLm(batch_size=2, cache_dir=str(tmp_path / "cache"))
     # through the activation cache (which may store fp16): equal to storage precision

@@ -93,8 +93,9 @@ def built(tmp_path_factory):
     probe.mkdir(parents=True)
     second = [[int(rng.integers(5, 10)), 10] for _ in range(200)]
     first = [[min(10, c + (i % 3 == 0)), t] for i, (c, t) in enumerate(second)]
-    layer = lambda counts: {"dev_accuracy": 90.0, "test_accuracy": 100 * sum(c for c, _ in counts) / 2000,
-                            "iterations": 25}
+    def layer(counts):
+        return {"dev_accuracy": 90.0, "test_accuracy": 100 * sum(c for c, _ in counts) / 2000,
+                                "iterations": 25}
     (probe / "result.json").write_text(json.dumps({
         "probe": "pos", "layer_names": ["token layer", "first LSTM layer", "second LSTM layer"],
         "layers": [layer(second), layer(first), layer(second)],

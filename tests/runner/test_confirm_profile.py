@@ -54,8 +54,8 @@ def _git(repo, *args, when=None):
     import subprocess
 
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", **({"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000"}
-                                            if when else {})}
+           "GIT_COMMITTER_EMAIL": "t@t",
+           **({"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000"} if when else {})}
     return subprocess.check_output(["git", *args], cwd=repo, env=env, text=True).strip()
 
 
@@ -101,7 +101,8 @@ def test_the_replication_page_sets_each_verdict_beside_the_exploratory_one(tmp_p
     ours = tmp_path / "results" / "small_confirm"
     ours.mkdir()
     (ours / "claims.json").write_text(json.dumps({"claims": [
-        claim("table1.squad", 3.2, [6, 7, 8, 9, 10], "supports"), claim("table1.srl", 8.1, [6, 7, 8, 9, 10], "supports"),
+        claim("table1.squad", 3.2, [6, 7, 8, 9, 10], "supports"),
+        claim("table1.srl", 8.1, [6, 7, 8, 9, 10], "supports"),
         claim("table1.sst", 0.1, [6, 7, 8, 9, 10], "not decidable")]}))
     write_replication(ours, "small", tmp_path, ["- **command**: test"])
     page = (ours / "replication.md").read_text()

@@ -188,10 +188,12 @@ NAF = """<?xml version='1.0' encoding='UTF-8'?>
 </text><terms>
 <term id="t0" pos="DT" lemma="the"><span><target id="w0"/></span></term>
 <term id="t1" pos="JJ" lemma="eighth"><span><target id="w1"/></span><externalReferences>
- <externalRef reference="1" reftype="sense_number"/><externalRef reference="5:00:00:ordinal(a):00" reftype="lexical_key"/>
+ <externalRef reference="1" reftype="sense_number"/><externalRef reference="5:00:00:ordinal(a):00"
+   reftype="lexical_key"/>
 </externalReferences></term>
 <term id="t2" pos="NN" lemma="jury"><span><target id="w2"/></span><externalReferences>
- <externalRef reference="0;1" reftype="sense_number"/><externalRef reference="1:03:09::;1:03:00::" reftype="lexical_key"/>
+ <externalRef reference="0;1" reftype="sense_number"/><externalRef reference="1:03:09::;1:03:00::"
+   reftype="lexical_key"/>
 </externalReferences></term>
 <term id="t3" pos="VB" lemma="say_so"><span><target id="w3"/></span><externalReferences>
  <externalRef reference="0" reftype="sense_number"/><externalRef reference="2:32:00::" reftype="lexical_key"/>
@@ -509,8 +511,9 @@ def test_the_manifest_matches_the_real_data_folder():
                                                                     "snapshots (OWNER+REPO/repo git repositories)")
 def test_conversions_are_byte_for_byte_on_the_origins(capsys):
     assert data.verify_conversions(Path(os.environ["ELMO_DATA_ORIGINS"]),
-                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample", "litbank_coref",
-                                    "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor", "lm_corpus"]) == 0
+                                   ["conll2003", "sst_trees", "snli_small", "wsd/eval", "pos_wsj_sample",
+                                    "litbank_coref", "srl_propbank_wsj", "wordnet3.0", "squad_small", "wsd/semcor",
+                                    "lm_corpus"]) == 0
 
 
 def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):

@@ -114,8 +114,8 @@ def test_ray_runs_see_cuda_device_0():
 def errors(stderr: str) -> list:
     """stderr less Python warnings that imports print (google.api_core warns about Python 3.10 on import)."""
     lines = stderr.strip().splitlines()
-    return [l for i, l in enumerate(lines)
-            if "Warning: " not in l and not (i and "Warning: " in lines[i - 1] and l.startswith("  "))]
+    return [line for i, line in enumerate(lines)
+            if "Warning: " not in line and not (i and "Warning: " in lines[i - 1] and line.startswith("  "))]
 
 
 def no_usable_gpu() -> bool:

@@ -107,8 +107,9 @@ def stand_in(tmp_path_factory):
 def paper_runs(sweeps=None, **profile_changes):
     """The paper profile's runs, on CPU (the GPU check has its own case)."""
     profile, path = load_profile("paper")
-    # Runs of tasks with a fine-tuned biLM read it from the biLM stage's output (tests/runner/test_bilm_finetune_stage.py);
-    # here they read the (stand-in) official weights that stage starts from, which have the same layout.
+    # Runs of tasks with a fine-tuned biLM read it from the biLM stage's output
+    # (tests/runner/test_bilm_finetune_stage.py); here they read the (stand-in) official weights that stage starts
+    # from, which have the same layout.
     task_knobs = {task: {k: v for k, v in knobs.items() if not v.startswith("artifacts/")}
                   for task, knobs in profile["task_knobs"].items()}
     profile = {**profile, "device": "cpu", "knobs": {**profile["knobs"], "CUDA_DEVICE": "-1"}, "task_knobs": task_knobs,

@@ -233,7 +233,7 @@ def test_markdown_page_leaves_out_the_provenance():
 def test_build_only_writes_the_page(tmp_path):
     """The runner's table build (--build-only too) writes index.html and the forest plot beside claims.json."""
     import runner.__main__ as runner_main
-    from tests.runner.test_runner_safety import runner_args, write_profile
+    from tests.runner.fakes import runner_args, write_profile
 
     assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path), "--build-only")) == 0
     results = tmp_path / "results"

@@ -109,7 +109,8 @@ def synthetic(tmp_path_factory):
     columns = [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}}]
     sweeps = [
         {"name": "table1", "kind": "table", "title": "Table 1", "split": "test",
-         "tasks": ["squad", "coref", "snli", "ner", "sst"], "columns": columns, "seeds": {"default": 1, "ner": 3, "sst": 2}},
+         "tasks": ["squad", "coref", "snli", "ner", "sst"], "columns": columns,
+         "seeds": {"default": 1, "ner": 3, "sst": 2}},
         {"name": "table3", "kind": "table", "title": "Table 3", "split": "dev", "tasks": ["snli", "squad"],
          "columns": [{"label": lab, "knobs": {}} for lab in ("input", "input+output", "output")], "seeds": {}},
         {"name": "figure1", "kind": "curve", "title": "Figure 1", "split": "test", "tasks": ["snli", "srl"],
@@ -432,7 +433,8 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
 
     from runner.records import git_commit
 
-    git = lambda *args: subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "knobs.py").write_text("KNOBS = {}\n")
     git("init", "-q")
@@ -512,8 +514,10 @@ def test_tables_name_the_runs_that_ran_to_their_epoch_cap(tmp_path):
         (run_dir / "result.json").write_text(json.dumps(result))
         return run_dir
 
-    rising, level, stopped = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65], [0.60, 0.62, 0.63, 0.62, 0.63, 0.62], [0.5, 0.6, 0.55, 0.55]
-    cells = [Cell(sweep="table2", task="srl", column=column, x=None, seed=seed, run_dir=run(f"{column}-{seed}", seed, curve, 6))
+    rising, level = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65], [0.60, 0.62, 0.63, 0.62, 0.63, 0.62]
+    stopped = [0.5, 0.6, 0.55, 0.55]
+    cells = [Cell(sweep="table2", task="srl", column=column, x=None, seed=seed,
+                  run_dir=run(f"{column}-{seed}", seed, curve, 6))
              for column, curves in (("baseline", (rising, stopped)), ("ELMo", (level, stopped)))
              for seed, curve in zip((1, 2), curves)]
     sweep = {"name": "table2", "kind": "table", "title": "Table 2", "split": "dev", "tasks": ["srl"],

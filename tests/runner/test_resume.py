@@ -16,15 +16,7 @@ import runner.__main__ as runner_main
 import runner.execution.resume as resume
 import runner.execution.training as execute
 from runner.pipeline import plan_from
-from tests.runner.test_runner_safety import (  # noqa: F401
-    FAKE_TRAINING,
-    NER_TRAIN,
-    ONE_COLUMN,
-    _start_runner,
-    fake_training,
-    runner_args,
-    write_profile,
-)
+from tests.runner.fakes import FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, runner_args, start_runner, write_profile
 
 # ---- an unfinished run goes on from its last checkpoint ----------------------------------------------------------
 
@@ -60,7 +52,8 @@ def test_an_edit_outside_the_training_code_leaves_a_run_resumable(tmp_path, monk
     a = git("rev-parse", "--short", "HEAD")
 
     def attempt():
-        return {"commit": execute.git_commit(tmp_path), "training_code_changed": execute.training_code_changed(tmp_path)}
+        return {"commit": execute.git_commit(tmp_path),
+                "training_code_changed": execute.training_code_changed(tmp_path)}
 
     first = attempt()
     (tmp_path / "README.md").write_text("# r, edited\n")
@@ -105,7 +98,8 @@ def _checkpointed_run(tmp_path, knobs, epochs=2, average=None):
     return run_dir
 
 
-CHANGES = {"none": None, "cut_short_checkpoint": None, "model_state_alone": None, "moving_average": None, "first_epoch_best": None,
+CHANGES = {"none": None, "cut_short_checkpoint": None, "model_state_alone": None, "moving_average": None,
+           "first_epoch_best": None,
            "knobs": "its knobs changed", "code": "the training code (elmo_module, tasks, jsonnet_configs) changed",
            "crashed": "its last attempt crashed", "best_gone": "the weights of its best epoch (1)"}
 
@@ -115,7 +109,8 @@ def test_what_lets_an_unfinished_run_go_on(change, tmp_path, fake_training, monk
     import torch
 
     knobs = {"SEED": "1", "SIZE": "tiny"}
-    run_dir = _checkpointed_run(tmp_path, knobs, average={"weights": "averaged"} if change == "moving_average" else None)
+    average = {"weights": "averaged"} if change == "moving_average" else None
+    run_dir = _checkpointed_run(tmp_path, knobs, average=average)
     monkeypatch.setattr(execute, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(resume, "_same_training_code", lambda a, b: change != "code")
     monkeypatch.setattr(execute, "training_code_changed", lambda: False)
@@ -232,7 +227,7 @@ def killed_and_resumed(tmp_path_factory):
     data.write_text(NER_TRAIN.read_text() * 30)
     path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "5"},
                          task_knobs={"ner": {"TRAIN_PATH": str(data)}})
-    env, _, a = _start_runner(tmp_path, path)
+    env, _, a = start_runner(tmp_path, path)
     try:
         deadline = time.time() + 300
         while not list((tmp_path / "runs").glob("ner/*/model/training_state_e2_b0.th")):
@@ -249,7 +244,8 @@ def killed_and_resumed(tmp_path_factory):
     # the model's state first): its model_state alone, which `--recover` took for the newest checkpoint and crashed
     # on the training_state it lacks (CI, 2026-11-29)
     newest = max(int(p.name[len("model_state_e"):-len("_b0.th")]) for p in run_dir.glob("model/model_state_e*_b0.th"))
-    shutil.copy(run_dir / "model" / f"model_state_e{newest}_b0.th", run_dir / "model" / f"model_state_e{newest + 1}_b0.th")
+    model = run_dir / "model"
+    shutil.copy(model / f"model_state_e{newest}_b0.th", model / f"model_state_e{newest + 1}_b0.th")
     with pytest.MonkeyPatch.context() as patch:  # the second runner in this process: a working tree with changes
         patch.setattr(resume, "_same_training_code", lambda a, b: True)  # (a clean clone needs no patch)
         patch.setattr(execute, "training_code_changed", lambda: False)
@@ -273,7 +269,8 @@ def test_a_killed_run_goes_on_from_its_checkpoint(killed_and_resumed):
     assert first["from_epoch"] == 0 and second["from_epoch"] >= 2
     assert [e["epoch"] for e in result["epochs"]] == [0, 1, 2, 3, 4]
     model = run_dir / "model"  # the epochs before the checkpoint were not trained again
-    assert (model / "metrics_epoch_0.json").stat().st_mtime < seen["killed"] < (model / "metrics_epoch_4.json").stat().st_mtime
+    assert ((model / "metrics_epoch_0.json").stat().st_mtime < seen["killed"]
+            < (model / "metrics_epoch_4.json").stat().st_mtime)
     assert result["dev"] > 0 and "attempt 2: goes on from the checkpoint" in (run_dir / "log.txt").read_text()
 
 
@@ -306,13 +303,13 @@ def first_epoch_best(tmp_path_factory):
     for case in ("uninterrupted", "SIGTERM", "SIGKILL"):
         path = write_profile(tmp / case, knobs={"SIZE": "tiny", "NUM_EPOCHS": "4"},
                              task_knobs={"ner": {"TRAIN_PATH": str(data)}}) if (tmp / case).mkdir() is None else None
-        env, _, a = _start_runner(tmp / case, path)
+        env, _, a = start_runner(tmp / case, path)
         try:
             deadline = time.time() + 300
             while case != "uninterrupted":
                 states = list((tmp / case / "runs").glob("ner/*/model/training_state_e1_b0.th"))
                 if states and _loads(states[0]):
-                    (a.send_signal if case == "SIGTERM" else lambda s: os.killpg(a.pid, s))(getattr(signal, case))
+                    (a.send_signal if case == "SIGTERM" else lambda s, a=a: os.killpg(a.pid, s))(getattr(signal, case))
                     break
                 assert a.poll() is None and time.time() < deadline, "the first runner ended or did not train"
                 time.sleep(0.05)

@@ -68,8 +68,9 @@ def test_resume_after_kill_reruns_only_unfinished_runs(local_sweep):
     # one short line for the run, in the table's unit (NER: %, 2 decimals); the finished run costs the one to do
     assert re.search(r"^to do: about \d+ (s|min) of runs, about \d+ (s|min) of wall time at 1 at a time", second.stdout,
                      re.M), second.stdout
-    [line] = [l for l in second.stdout.splitlines() if l.startswith("[")]
-    assert re.fullmatch(r"\[1/1\] ner (baseline|ELMo) seed 1: dev \d+\.\d\d, test \d+\.\d\d \(\d+ (s|min)\)", line), line
+    [line] = [text_line for text_line in second.stdout.splitlines() if text_line.startswith("[")]
+    assert re.fullmatch(r"\[1/1\] ner (baseline|ELMo) seed 1: dev \d+\.\d\d, test \d+\.\d\d \(\d+ (s|min)\)",
+                        line), line
     for path, mtime in finished_before.items():
         assert path.stat().st_mtime_ns == mtime, "a finished run was run again"
     assert len(list((tmp_path / "runs").glob("*/*/result.json"))) == 2
@@ -99,7 +100,8 @@ def test_ray_executor_gives_the_local_results(local_sweep, tmp_path):
     assert "runner: ray: a local instance of its own" in done.stdout
     ours, local = results_of(tmp_path / "runs"), results_of(local_path / "runs")
     assert len(local) == 2 and ours == local
-    strip = lambda text: [l for l in text.splitlines() if not l.startswith("- **")]  # provenance differs
+    def strip(text):
+        return [line for line in text.splitlines() if not line.startswith("- **")]  # provenance differs
     assert strip((tmp_path / "results" / "table1.md").read_text()) == \
         strip((local_path / "results" / "table1.md").read_text())
 
@@ -189,8 +191,9 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
         "task_knobs": {"ner": {"ELMO_OPTIONS": str(tuned / "options.json"),
                                "ELMO_WEIGHTS": str(tuned / "weights.hdf5")}}}
     env = {**runner_env(tmp_path), "DATA_DIR": str(tmp_path)}  # (before, pretrain was given "${DATA_DIR}/train.txt")
-    run = lambda *extra: subprocess.run(runner_command(tmp_path, profile, *extra), cwd=REPO, env=env,
-                                        capture_output=True, text=True, timeout=600)
+    def run(*extra):
+        return subprocess.run(runner_command(tmp_path, profile, *extra), cwd=REPO, env=env,
+                                            capture_output=True, text=True, timeout=600)
     first = run("--baselines-only")  # no biLM needed: nothing is pretrained
     assert first.returncode == 0, first.stderr[-2000:]
     assert not (tmp_path / "bilm").exists() and len(results_of(tmp_path / "runs")) == 1
@@ -202,8 +205,8 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     assert pretrained["history"][-1]["average"] < pretrained["history"][0]["average"]
     # the fine-tuning text is the task's training sentences as its reader gives them
     text = (tmp_path / "text" / "ner.train.txt").read_text().splitlines()
-    first_sentence = [l.split()[0] for l in (REPO / "tasks/ner/sample_data/train.txt").read_text().splitlines()
-                      if l.strip() and not l.startswith("-DOCSTART-")]
+    first_sentence = [line.split()[0] for line in (REPO / "tasks/ner/sample_data/train.txt").read_text().splitlines()
+                      if line.strip() and not line.startswith("-DOCSTART-")]
     assert text[0].split() == first_sentence[:len(text[0].split())]
     assert (tuned / "perplexity.json").is_file()
     elmo_runs = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/result.json")]
@@ -404,7 +407,7 @@ def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_pat
     archive = {(r["knobs"]["ELMO"], r["seed"]): (p, r) for p in (tmp_path / "results" / "runs" / "ner").glob("*.json")
                for r in [json.loads(p.read_text())]}
     assert len(archive) == 4, sorted(archive)
-    (other, other_result), (kept, kept_result) = archive[("none", 1)], archive[("none", 2)]
+    (other, other_result), (_, kept_result) = archive[("none", 1)], archive[("none", 2)]
     other.write_text(json.dumps({**other_result, "inputs": {**other_result["inputs"], "GLOVE_PATH": "f" * 64}}))
     archive[("input", 2)][0].unlink()  # an ELMo run still to do: the biLM stages run again
     for made_here in ("runs", "vectors", "bilm", "bilm-ner"):  # a fresh machine: none of them in git
@@ -482,7 +485,8 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert "restored 2 finished runs" in second.stdout and "2 already finished, 0 to do" in second.stdout
     assert not list((tmp_path / "runs").glob("ner/*/log.txt"))  # nothing trained
     assert len(list((tmp_path / "runs").glob("ner/*/predictions.json.gz"))) == 2  # restored with the results
-    strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall"))]
+    def strip(text):
+        return [line for line in text.splitlines() if not line.startswith(("- **date", "- **wall", "- **run_wall"))]
     assert strip((tmp_path / "results" / "table1.md").read_text()) == strip(table)
     # without the flag nothing is archived (the default profile's results stay tables only)
     plain = tmp_path / "plain"
@@ -499,7 +503,8 @@ def test_killed_runner_leaves_no_pretraining_behind(tmp_path):
     process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pattern = f"elmo_module pretrain.*{tmp_path / 'bilm'}"
-    alive = lambda: subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+    def alive():
+        return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
     deadline = time.time() + 120
     while not alive():
         if process.poll() is not None or time.time() > deadline:
@@ -523,8 +528,9 @@ def test_fresh_clone_of_a_finished_profile_trains_nothing_and_keeps_the_biLM_rep
     import shutil
 
     profile = {**_bilm_profile(tmp_path, 400), "archive_runs": True}
-    run = lambda: subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
-                                 capture_output=True, text=True, timeout=600)
+    def run():
+        return subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
+                                     capture_output=True, text=True, timeout=600)
     first = run()
     assert first.returncode == 0, first.stderr[-2000:]
     kept = tmp_path / "results" / "bilm"
@@ -539,8 +545,9 @@ def test_fresh_clone_of_a_finished_profile_trains_nothing_and_keeps_the_biLM_rep
     assert "2 already finished, 0 to do" in second.stdout and "biLM pretraining" not in second.stdout
     assert "biLM fine-tuning" not in second.stdout
     assert not list((tmp_path / "runs").glob("ner/*/log.txt")) and not (tmp_path / "bilm").exists()
-    strip = lambda text: [l for l in text.splitlines() if not l.startswith(("- **date", "- **wall", "- **run_wall",
-                                                                            "- **runs_made"))]
+    def strip(text):
+        return [line for line in text.splitlines() if not line.startswith(("- **date", "- **wall", "- **run_wall",
+                                                                                "- **runs_made"))]
     assert strip((tmp_path / "results" / "bilm.md").read_text()) == strip(report)
 
 
@@ -549,7 +556,8 @@ def test_a_runner_started_in_the_background_by_a_script_stops_on_sigint_and_sigt
     """`./run_all.sh ... &` in a script starts the runner with SIGINT ignored (POSIX, for background jobs of a
     non-interactive shell): `kill -INT` must still stop it and its training, as must a scheduler's SIGTERM."""
     profile = {**PROFILE, "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "200"}}  # would train for many minutes
-    ignore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def ignore_sigint():
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
     process = subprocess.Popen(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_sigint)
     marker = str(tmp_path / "runs")
@@ -710,7 +718,8 @@ def test_a_raised_epoch_cap_retrains_only_the_runs_that_ran_to_the_old_one(tmp_p
     first = subprocess.run(runner_command(tmp_path, profile), cwd=REPO, env=runner_env(tmp_path),
                            capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
-    archived = {json.loads(p.read_text())["knobs"]["ELMO"]: p for p in (tmp_path / "results" / "runs").glob("ner/*.json")}
+    archived = {json.loads(p.read_text())["knobs"]["ELMO"]: p
+                for p in (tmp_path / "results" / "runs").glob("ner/*.json")}
     baseline = json.loads(archived["none"].read_text())
     assert baseline["knobs"]["NUM_EPOCHS"] == "1" and len(baseline["epochs"]) == 1
     archived["none"].write_text(json.dumps(dict(baseline, knobs={**baseline["knobs"], "NUM_EPOCHS": "2"})))

@@ -26,48 +26,9 @@ from runner.execution.training import child_pythonpath
 from runner.pipeline import plan_from
 from runner.settings import Settings
 from tasks.knobs import knob_problems
+from tests.runner.fakes import FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, runner_args, start_runner, write_profile
 
 REPO = Path(__file__).resolve().parents[2]
-NER_TRAIN = REPO / "tasks" / "ner" / "sample_data" / "train.txt"
-ONE_COLUMN = {"table1": {"tasks": ["ner"], "seeds": {"default": 1},
-                         "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}]}}
-
-# What `allennlp train` leaves in its serialization directory, as far as the runner reads it.
-FAKE_TRAINING = """
-import json, os, sys
-model = sys.argv[1]
-os.makedirs(model, exist_ok=True)
-json.dump({"trainer": {"validation_metric": "+f1-measure-overall"}}, open(os.path.join(model, "config.json"), "w"))
-json.dump({"best_validation_f1-measure-overall": 0.5, "test_f1-measure-overall": 0.25},
-          open(os.path.join(model, "metrics.json"), "w"))
-"""
-
-
-def write_profile(tmp_path, **changes) -> Path:
-    profile = {"sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},
-               "sweep_overrides": ONE_COLUMN, **changes}
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps(profile))
-    return path
-
-
-def runner_args(tmp_path, profile_path, *extra):
-    return ["--profile", str(profile_path), "--runs-dir", str(tmp_path / "runs"), "--results-dir",
-            str(tmp_path / "results"), "--cache-dir", str(tmp_path / "cache"), "--no-cache", *extra]
-
-
-@pytest.fixture
-def fake_training(monkeypatch):
-    """Every run's `allennlp train` is the stand-in above; returns the list of model dirs it trained."""
-    trained = []
-
-    def command(task, model_dir):
-        trained.append(Path(model_dir))
-        return [sys.executable, "-c", FAKE_TRAINING, str(model_dir)]
-
-    monkeypatch.setattr(execute, "train_command", command)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    return trained
 
 
 def result_paths(tmp_path):
@@ -448,15 +409,6 @@ def _children(pid: int) -> list:
     return children
 
 
-def _start_runner(tmp_path, profile_path):
-    """A real runner process of its own session (its process group), one run at a time: (env, command, process)."""
-    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "WANDB_MODE": "offline", "NLTK_DATA": str(tmp_path),
-           "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp")}
-    command = [sys.executable, "-m", "runner", *runner_args(tmp_path, profile_path), "--jobs", "1"]
-    return env, command, subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, start_new_session=True)
-
-
 @pytest.fixture(scope="module")
 def interrupted_sweep(tmp_path_factory):
     """Runner A trains the first of two long runs; runner B is started on the same runs directory; then A gets a
@@ -467,7 +419,7 @@ def interrupted_sweep(tmp_path_factory):
     path = write_profile(tmp_path, knobs={"SIZE": "tiny", "NUM_EPOCHS": "100000"},
                          task_knobs={"ner": {"TRAIN_PATH": str(long_data)}},
                          sweep_overrides={"table1": {**ONE_COLUMN["table1"], "seeds": {"default": 2}}})
-    env, command, a = _start_runner(tmp_path, path)
+    env, command, a = start_runner(tmp_path, path)
     try:
         deadline = time.time() + 240
         while not [p for p in (tmp_path / "runs").glob("ner/*/log.txt") if "Epoch" in p.read_text(errors="replace")]:
@@ -606,7 +558,8 @@ def test_a_hub_path_is_refused_by_the_runner_with_why(tmp_path, capsys, fake_tra
     assert runner_main.main(runner_args(tmp_path, path)) == 2
     err = capsys.readouterr().err
     assert "1. hf:conll2003:train: expected the ner TRAIN_PATH (data files or directories); found a Hugging Face hub " \
-           "split, which only `allennlp train` run by hand reads (tasks/hub_data.py). The runner reads local files" in err
+           "split, which only `allennlp train` run by hand reads (tasks/hub_data.py). The runner reads local " \
+           "files" in err
     assert not fake_training
 
 
@@ -639,8 +592,8 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     def wandb(*argv):
-        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], Settings.build(runner_main.parse_args(list(argv)), {"name": "t"}))[
-            "extra_env"]["WANDB"]
+        settings = Settings.build(runner_main.parse_args(list(argv)), {"name": "t"})
+        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], settings)["extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")
 

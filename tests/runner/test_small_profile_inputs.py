@@ -149,13 +149,13 @@ def test_vectors_stage_writes_glove_files_that_allennlp_reads_at_the_configured_
     assert set(record["files"]) == {"50", "20"} and record["corpus"]["cased"]["tokens"] > 30000
     lower = tmp_path / "out" / "vectors.50d.lowercase.txt"
     lines = lower.read_text().splitlines()
-    words = [l.split(" ")[0] for l in lines]
-    assert "paris" in words and "Paris" not in words and all(len(l.split(" ")) == 51 for l in lines)
+    words = [line.split(" ")[0] for line in lines]
+    assert "paris" in words and "Paris" not in words and all(len(line.split(" ")) == 51 for line in lines)
     cased = (tmp_path / "out" / "vectors.20d.cased.txt").read_text().split()
     assert "Paris" in cased
     vocab = Vocabulary({"tokens": {"paris": 1, "cat": 1, "unseen-word": 1}})
     matrix = _read_embeddings_from_text_file(str(lower), 50, vocab, "tokens")
-    row = dict((l.split(" ")[0], np.array(l.split(" ")[1:], dtype=np.float32)) for l in lines)
+    row = dict((line.split(" ")[0], np.array(line.split(" ")[1:], dtype=np.float32)) for line in lines)
     assert np.allclose(matrix[vocab.get_token_index("paris", "tokens")].numpy(), row["paris"])
     assert np.allclose(matrix[vocab.get_token_index("cat", "tokens")].numpy(), row["cat"])
     # the distributional signal is there: an animal is nearer an animal than a capital

@@ -69,10 +69,12 @@ def test_span_f1_is_recomputed_from_summed_counts_on_each_resample():
     # per sentence (tp, fp, fn)
     a = np.array([[3, 0, 0], [0, 1, 1], [1, 1, 0], [2, 0, 2]] * 10, dtype=float)
     b = np.array([[2, 1, 1], [0, 0, 1], [1, 0, 0], [1, 1, 3]] * 10, dtype=float)
-    f1 = lambda tp, fp, fn: 100 * 2 * tp / (2 * tp + fp + fn)
+    def f1(tp, fp, fn):
+        return 100 * 2 * tp / (2 * tp + fp + fn)
     assert stats.metric_value("span_f1", a.sum(0)) == pytest.approx(f1(60, 20, 30))  # 70.588...
     assert stats.metric_value("span_f1", b.sum(0)) == pytest.approx(f1(40, 20, 50))  # 53.333...
-    mean_of_sentences = np.mean([f1(*row) if row[0] else 0 for row in a]) - np.mean([f1(*row) if row[0] else 0 for row in b])
+    mean_of_sentences = (np.mean([f1(*row) if row[0] else 0 for row in a])
+                         - np.mean([f1(*row) if row[0] else 0 for row in b]))
     view = stats.bootstrap_test("span_f1", [(1, [a]), (-1, [b])], draws=500)
     assert view["diff"] == pytest.approx(f1(60, 20, 30) - f1(40, 20, 50))
     assert abs(view["diff"] - mean_of_sentences) > 1  # the shortcut would be wrong here
@@ -87,7 +89,8 @@ def test_conll_average_and_wsd_f1_from_counts():
     # MUC P 4/5 R 4/8, B3 P 1/2 R 1/4, CEAF-e P 3/3 R 3/6 summed over two documents
     docs = np.array([[3, 4, 3, 6, 1, 1, 1, 2, 2, 2, 2, 4],
                      [1, 1, 1, 2, 0, 1, 0, 2, 1, 1, 1, 2]], dtype=float)
-    f1 = lambda p, r: 2 * p * r / (p + r)
+    def f1(p, r):
+        return 2 * p * r / (p + r)
     expected = 100 * (f1(4 / 5, 4 / 8) + f1(1 / 2, 1 / 4) + f1(3 / 3, 3 / 6)) / 3
     assert stats.metric_value("conll_coref", docs.sum(0)) == pytest.approx(expected)
     # WSD: P = correct / answered, R = correct / instances

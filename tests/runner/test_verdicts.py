@@ -81,8 +81,8 @@ def test_two_claims_on_the_same_runs_are_one_test_counted_once(tmp_path):
     runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
     cells = []
     for seed, (b, e) in runs.items():
-        cells += [Cell("table2", "snli", "baseline", None, seed, run_dir=b), Cell("table2", "snli", "lambda=0.001", None,
-                                                                                 seed, run_dir=e),
+        cells += [Cell("table2", "snli", "baseline", None, seed, run_dir=b),
+                  Cell("table2", "snli", "lambda=0.001", None, seed, run_dir=e),
                   Cell("figure1", "snli", "baseline", "1.0", seed, run_dir=b), Cell("figure1", "snli", "ELMo", "1.0",
                                                                                    seed, run_dir=e)]
     out, summary, claims = _build(tmp_path, [TABLE2, FIGURE1], cells)
@@ -136,13 +136,15 @@ def test_a_reversed_result_leans_against_the_paper_and_a_dev_claim_is_judged_on_
 
 def test_holm_within_a_family_turns_a_lone_raw_support_into_not_decidable(tmp_path):
     """Six Table 1 claims: one with raw p just under 0.05 and five far from significance: Holm multiplies by 6."""
-    sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["snli", "ner", "sst", "srl", "squad", "coref"],
+    sweep = {"name": "table1", "kind": "table", "split": "test",
+             "tasks": ["snli", "ner", "sst", "srl", "squad", "coref"],
              "columns": [{"label": "baseline"}, {"label": "ELMo"}]}
     cells = []
     for i, task in enumerate(sweep["tasks"]):
         gains = {1: 20, 2: 26, 3: 32} if task == "snli" else {1: 1, 2: -1, 3: 1}
         for seed, pair in _two_system_runs(tmp_path / task, gains, rng_seed=i).items():
-            cells += [Cell("table1", task, col, None, seed, run_dir=run) for col, run in zip(("baseline", "ELMo"), pair)]
+            cells += [Cell("table1", task, col, None, seed, run_dir=run)
+                      for col, run in zip(("baseline", "ELMo"), pair)]
     _, _, claims = _build(tmp_path, [sweep], cells)
     snli = claims["table1.snli"]
     assert snli["p"] < 0.05 and snli["verdict_raw"] == "supports"
@@ -180,7 +182,8 @@ def test_a_batch_dependent_models_number_of_record_is_its_predictions_metric_exa
     record = keep_predictions(model, tmp_path, "accuracy", metrics, knobs)
     result = adopt({"dev": reported, "test": reported, "metric": "accuracy", "predictions": record}, tmp_path)
     ours = split_metric(read_predictions(tmp_path), "dev")
-    assert 100 * result["dev"] == pytest.approx(ours, abs=1e-9) and 100 * result["test"] == pytest.approx(ours, abs=1e-9)
+    assert 100 * result["dev"] == pytest.approx(ours, abs=1e-9)
+    assert 100 * result["test"] == pytest.approx(ours, abs=1e-9)
     assert result["reported"] == {"dev": reported, "test": reported}
     assert result["predictions"]["batching"]["order"] == "file" and check_run(result, tmp_path)[0] is None
     assert result["predictions"]["sha256"] == hashlib.sha256((tmp_path / PREDICTIONS).read_bytes()).hexdigest()
@@ -188,7 +191,7 @@ def test_a_batch_dependent_models_number_of_record_is_its_predictions_metric_exa
 
 def test_predictions_swapped_between_runs_are_named_and_left_out_of_the_claims(tmp_path, capsys):
     runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50, 4: 35})
-    for seed, pair in runs.items():  # as finished runs record them: the predictions are the number of record
+    for _seed, pair in runs.items():  # as finished runs record them: the predictions are the number of record
         for run_dir in pair:
             result = json.loads((run_dir / "result.json").read_text())
             (run_dir / "result.json").write_text(json.dumps(adopt(result, run_dir)))

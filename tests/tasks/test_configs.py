@@ -73,17 +73,19 @@ def test_knobs_reach_trainer_seeds_and_embeddings(knobs):
     words = params["model"]["text_field_embedder"]["token_embedders"]["tokens"]
     assert words["pretrained_file"] == "/data/glove.6B.50d.txt" and words["embedding_dim"] == 50
     elmo = params["model"]["text_field_embedder"]["token_embedders"]["elmo_module"]
-    assert (elmo["options_file"], elmo["weight_file"], elmo["placement"]) == ("my_options.json", "my_weights.hdf5", "input")
+    assert (elmo["options_file"], elmo["weight_file"], elmo["placement"]) == (
+        "my_options.json", "my_weights.hdf5", "input")
     assert params["model"]["regularizer"]["regexes"] == [["mix_weights", {"type": "l2", "alpha": 0.5}]]
     assert params["dataset_reader"]["token_indexers"]["elmo_module"] == {"type": "elmo_module_characters"}
 
 
 def test_wandb_and_activation_cache_knobs(knobs):
-    assert {"type": "wandb"} not in [{"type": c["type"]} for c in config_params("snli").as_dict()["trainer"]["callbacks"]]
+    callbacks = config_params("snli").as_dict()["trainer"]["callbacks"]
+    assert {"type": "wandb"} not in [{"type": c["type"]} for c in callbacks]
     knobs(WANDB="true", ELMO="both", ELMO_CACHE="/tmp/activations")
     params = config_params("snli").as_dict()
-    assert [c["type"] for c in params["trainer"]["callbacks"]] == ["unit_predictions", "random_state", "elmo_mix_weights",
-                                                                   "wandb"]
+    assert [c["type"] for c in params["trainer"]["callbacks"]] == ["unit_predictions", "random_state",
+                                                                   "elmo_mix_weights", "wandb"]
     assert params["model"]["text_field_embedder"]["token_embedders"]["elmo_module"]["cache_dir"] == "/tmp/activations"
 
 
@@ -124,7 +126,8 @@ def test_baseline_and_elmo_runs_of_a_seed_train_on_the_same_subset(knobs, task):
         params = config_params(task)
         reader = DatasetReader.from_params(params.pop("dataset_reader"))
         instances = list(reader.read(params.pop("train_data_path")))
-        text = lambda f: [t.text for t in f.tokens] if hasattr(f, "tokens") else getattr(f, "label", None)
+        def text(f):
+            return [t.text for t in f.tokens] if hasattr(f, "tokens") else getattr(f, "label", None)
         return [[(name, text(f)) for name, f in sorted(i.fields.items())] for i in instances]
 
     baseline = subset("none", 2)

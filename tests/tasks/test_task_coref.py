@@ -479,7 +479,7 @@ def test_a_run_cut_off_after_a_checkpoint_goes_on_with_recover(train_task, tmp_p
     for name in ("model_state_e2_b0.th", "training_state_e2_b0.th", "metrics_epoch_1.json", "metrics.json",
                  "model.tar.gz"):  # what a run killed during its second epoch has not yet written
         (run_dir / name).unlink(missing_ok=True)
-    model = train_model_from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"), str(run_dir), recover=True)
+    train_model_from_file(str(REPO_ROOT / "jsonnet_configs" / "coref.jsonnet"), str(run_dir), recover=True)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epoch"] == 1 and 0.0 <= metrics["test_coref_f1"] <= 1.0
     assert json.loads((run_dir / "metrics_epoch_0.json").read_text())["training_loss"] > 0

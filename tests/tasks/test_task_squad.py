@@ -133,7 +133,8 @@ def test_hub_split_is_regrouped_into_paragraphs_and_checked(monkeypatch):
         "title": ["Oslo", "Oslo"],
         "context": [context, context],
         "question": ["What is cold?", "When is Oslo cold?"],
-        "answers": [{"text": ["Oslo"], "answer_start": [0]}, {"text": ["in winter", "winter"], "answer_start": [13, 16]}],
+        "answers": [{"text": ["Oslo"], "answer_start": [0]},
+                    {"text": ["in winter", "winter"], "answer_start": [13, 16]}],
     }
     monkeypatch.setattr(hub_data, "load_hub_split", lambda path: datasets.Dataset.from_dict(rows))
     instances = list(reader().read("hf:squad:validation"))
@@ -180,7 +181,8 @@ def test_glove_of_the_wrong_dimension_is_a_one_line_error(tmp_path):
     vocab.add_token_to_namespace("the", "tokens")
     glove = tmp_path / "glove.6B.50d.txt"
     glove.write_text(_glove_line("the", 0.5, 50))
-    with pytest.raises(ConfigurationError, match=r"glove.6B.50d.txt: line 1: expected a word and 300 numbers .*found 50"):
+    expected = r"glove.6B.50d.txt: line 1: expected a word and 300 numbers .*found 50"
+    with pytest.raises(ConfigurationError, match=expected):
         GloveCasedFallbackEmbedding(embedding_dim=300, vocab=vocab, pretrained_file=str(glove))
     with pytest.raises(ConfigurationError, match="GloVe file not found"):
         GloveCasedFallbackEmbedding(embedding_dim=300, vocab=vocab, pretrained_file=str(tmp_path / "missing.txt"))
