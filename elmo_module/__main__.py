@@ -1,4 +1,5 @@
-"""``python -m elmo_module {embed,pretrain,finetune} ...``: see docs/elmo_core.md. Bad input exits 2 with a one-line error."""
+"""``python -m elmo_module {embed,pretrain,finetune} ...``: see docs/elmo_core.md. Bad input exits 2 with a one-line
+error."""
 import argparse
 import importlib
 import sys
@@ -9,7 +10,8 @@ from elmo_module.errors import ElmoInputError
 COMMANDS = {
     "embed": ("elmo_module.embed", "write ELMo layers of a text file to hdf5 (bilm-tf dump_bilm_embeddings layout)"),
     "pretrain": ("elmo_module.pretrain", "train a biLM on raw text, write options.json + hdf5"),
-    "finetune": ("elmo_module.pretrain", "fine-tune a biLM on a task's text, keep the epoch with the best dev perplexity"),
+    "finetune": ("elmo_module.pretrain",
+                 "fine-tune a biLM on a task's text, keep the epoch with the best dev perplexity"),
 }
 
 

@@ -35,11 +35,11 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from elmo_module.progress import progress_bar
 
 from elmo_module.bilm import ElmoBiLm
 from elmo_module.characters import batch_to_ids
 from elmo_module.errors import ElmoInputError
+from elmo_module.progress import progress_bar
 
 FORMAT = 2
 DTYPES = ("float16", "float32")  # float32 only to measure what float16 costs (docs/speed.md, "The activation cache")
@@ -163,7 +163,8 @@ def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: di
                                         shape=(total, row_width(n_layers, dim)))
     index, row = {}, 0
     bilm.eval()
-    with torch.no_grad(), progress_bar(total=len(keys), desc="caching biLM layers", unit="sent", disable=not progress) as bar:
+    with torch.no_grad(), progress_bar(total=len(keys), desc="caching biLM layers", unit="sent",
+                                       disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
             ids = batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)

@@ -48,7 +48,8 @@ def cuda_problem(index: int = 0) -> Optional[str]:
     capability = torch.cuda.get_device_capability(index)
     arch_list = torch.cuda.get_arch_list()
     if not kernels_run_on(capability, arch_list):
-        return (f"GPU {index} ({torch.cuda.get_device_name(index)}, compute capability {capability[0]}.{capability[1]}) "
+        return (f"GPU {index} ({torch.cuda.get_device_name(index)}, "
+                f"compute capability {capability[0]}.{capability[1]}) "
                 f"cannot run this torch's kernels: torch {torch.__version__} was built for {' '.join(arch_list)}; "
                 "install a torch build with kernels for this GPU (see docs/environment.md)")
     return None

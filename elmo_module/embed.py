@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import List
 
 import torch
-from elmo_module.progress import progress_bar
 
 from elmo_module.characters import batch_to_ids
 from elmo_module.device import resolve
@@ -21,6 +20,7 @@ from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
 from elmo_module.pause_points import pause_point
 from elmo_module.precision import PRECISIONS, check_precision
+from elmo_module.progress import progress_bar
 from elmo_module.weights import load_bilm
 
 
@@ -35,9 +35,11 @@ def add_embed_arguments(parser) -> None:
     parser.add_argument("--stateless", action="store_true",
                         help="start every sentence from a zero LSTM state (default: carry state per batch row, "
                              "as bilm-tf does)")
-    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
+    parser.add_argument("--device",
+                        help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
     parser.add_argument("--precision", choices=PRECISIONS, default="float32",
-                        help="the biLM's matrix products (README 'Reduced precision'); the output is float32 either way")
+                        help="the biLM's matrix products (README 'Reduced precision'); "
+                             "the output is float32 either way")
 
 
 def read_sentences(path) -> List[List[str]]:
@@ -106,7 +108,8 @@ def run_embed(args) -> int:
     options = BiLmOptions.load(args.options)
     needed = output_bytes(sentences, options.n_layers + 1 if args.layers == "all" else 1, options.output_dim)
     check_space(output, needed)
-    print(f"embed: {line}{', bfloat16' if args.precision == 'bfloat16' else ''}", flush=True)  # once the input and output are checked: a bad path is the only line
+    # once the input and output are checked: a bad path is the only line
+    print(f"embed: {line}{', bfloat16' if args.precision == 'bfloat16' else ''}", flush=True)
     bilm = load_bilm(args.options, args.weights, stateful=not args.stateless, precision=args.precision)
     bilm = bilm.to(args.device).eval()
     import h5py

@@ -38,7 +38,8 @@ class TrainingSettings:
     negatives: int = 8192
     seed: int = 0
     precision: str = "float32"  # bfloat16: mixed precision (train_step)
-    vocab_size: int = 100000  # how the vocabulary was built (pretrain's --vocab-size, --min-count): a resume checks them
+    # how the vocabulary was built (pretrain's --vocab-size, --min-count): a resume checks them
+    vocab_size: int = 100000
     min_count: int = 1
 
 

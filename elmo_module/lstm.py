@@ -33,7 +33,7 @@ _scratch_memory = threading.local()  # per thread (the two directions run in two
 _packed_memory = weakref.WeakKeyDictionary()  # layer -> (its weights' (address, version), their oneDNN copies)
 USE_ONEDNN = env_flag("ELMO_ONEDNN", True)  # 0: the plain MKL path everywhere (for comparisons)
 # 0: training records the step loop's autograd graph (``_step``) instead of ``_Recurrence`` (the reference of
-# tests/test_lstm_backward.py, and the "old" side of tools/lstm_backward_bench.py)
+# tests/elmo_module/test_lstm_backward.py, and the "old" side of tools/lstm_backward_bench.py)
 USE_RECURRENCE = env_flag("ELMO_LSTM_RECURRENCE", True)
 # 0: on CUDA, ``_Recurrence`` runs its kernels one launch at a time instead of replaying them as CUDA graphs
 USE_CUDA_GRAPHS = env_flag("ELMO_CUDA_GRAPHS", True)

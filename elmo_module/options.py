@@ -7,7 +7,6 @@ from typing import List, Optional, Tuple
 
 from elmo_module.errors import ElmoInputError
 
-
 # The keys the official loaders read (bilm-tf bilm/model.py, allennlp modules/elmo.py); any other key in these two
 # sections is a mistake that they would ignore or refuse, never a setting.
 KNOWN_KEYS = {"char_cnn": {"activation", "embedding", "filters", "max_characters_per_token", "n_characters",

@@ -18,7 +18,8 @@ linear layer under autocast ~7× slower, the mini biLM's pretraining at 0.11× f
 ``torch.nn.LSTM`` under bfloat16 autocast fails ("could not create a primitive descriptor for the LSTM forward
 propagation primitive"). So bfloat16 on such a CPU is refused in one line before any work: ``check_precision`` where
 the device is named (the CLIs, TASK_PRECISION's callback), ``autocast`` at the first bfloat16 forward of a model
-built without it, the runner before any stage or run (runner/stages/schedule.py). ``ELMO_ALLOW_SLOW_BFLOAT16=1`` runs it anyway.
+built without it, the runner before any stage or run (runner/stages/schedule.py). ``ELMO_ALLOW_SLOW_BFLOAT16=1`` runs
+it anyway.
 """
 import functools
 from contextlib import nullcontext

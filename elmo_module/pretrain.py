@@ -74,7 +74,8 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-count", type=int, default=1, help="least count of a word in the vocabulary")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints")
-    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
+    parser.add_argument("--device",
+                        help="cpu, cuda or cuda:N (default: the first GPU if torch can run on it, else cpu)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice); on a machine "
                         "shared with other jobs 1 thread can be much faster than oversubscribed cores")
     parser.add_argument("--precision", choices=PRECISIONS, default=d.precision,
@@ -270,7 +271,7 @@ def run_finetune(args) -> int:
         for epoch in range(1, args.epochs + 1):
             progress = _Progress(trainer.tokens_per_epoch, 0, f"finetune epoch {epoch}")
             try:
-                trainer.run(lambda t: t.epoch >= epoch, progress)
+                trainer.run(lambda t: t.epoch >= epoch, progress)  # noqa: B023 (run calls it before returning)
             finally:
                 progress.close()
             result = {"epoch": epoch, **heldout_perplexity(model, dev_text, settings.batch_size, settings.unroll)}

@@ -1,4 +1,5 @@
-"""Context-independent token layer: char embeddings -> CNN -> max-pool -> highway -> projection (PAPER.md "The biLM")."""
+"""Context-independent token layer: char embeddings -> CNN -> max-pool -> highway -> projection
+(PAPER.md "The biLM")."""
 from collections import OrderedDict
 
 import torch

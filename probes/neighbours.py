@@ -8,7 +8,6 @@
 """
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Dict, List, Optional
 
 import numpy as np

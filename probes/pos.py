@@ -33,7 +33,8 @@ class LinearProbe(nn.Module):
 
 
 def train_linear(x_train: np.ndarray, y_train: np.ndarray, x_dev: np.ndarray, y_dev: np.ndarray, n_tags: int,
-                 l2: float = 1e-4, max_iter: int = 300, eval_every: int = 25, seed: int = 1) -> Tuple[LinearProbe, dict]:
+                 l2: float = 1e-4, max_iter: int = 300, eval_every: int = 25,
+                 seed: int = 1) -> Tuple[LinearProbe, dict]:
     torch.manual_seed(seed)
     model = LinearProbe(x_train.shape[1], n_tags)
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
@@ -91,8 +92,8 @@ def run_pos(bilm, train_path: str, dev_path: str, test_path: str, l2: float = 1e
     feats = {split: features(bilm, [[w for w, _ in s] for s in sents], f"pos-{split}")
              for split, sents in data.items()}
     layers_s = time.time() - started
-    # per test sentence and layer: [correct, tokens], the units of the paired bootstrap (runner/analysis/stats.py; a sentence,
-    # not a token, since its tokens' errors are not independent)
+    # per test sentence and layer: [correct, tokens], the units of the paired bootstrap (runner/analysis/stats.py; a
+    # sentence, not a token, since its tokens' errors are not independent)
     bounds = np.cumsum([0] + [len(s) for s in data["test"]])
     units = {"ids": [str(i) for i in range(len(data["test"]))], "metric": "accuracy", "counts": {}}
     results = []

@@ -17,8 +17,8 @@ def _table(header: List[str], rows: List[list]) -> List[str]:
 
 
 def _claim(what: str, sweep: str, result: dict, paper: dict, better: str, worse: str, judge=None) -> str:
-    """The paper's layer ordering: with ``judge`` (the runner's: runner/analysis/claims.py probe_line, the test behind it and
-    the verdict) or, standalone, the two numbers only — never "holds" on a difference alone. The probes do not
+    """The paper's layer ordering: with ``judge`` (the runner's: runner/analysis/claims.py probe_line, the test behind
+    it and the verdict) or, standalone, the two numbers only — never "holds" on a difference alone. The probes do not
     import the runner: the runner judges their claims from their result files, as it does the task runs'."""
     if judge is not None:
         return judge(what, sweep, result, paper, better, worse)
@@ -33,7 +33,7 @@ def table5(result: dict, paper: dict, judge=None) -> List[str]:
     sets = result["sets"]
     main = PAPER_SET_NAME if PAPER_SET_NAME in sets else next(iter(sets))
     others = [s for s in sets if s != main]
-    header = ["representation", f"F1 {main} (ours)", f"F1 (paper)"] + [f"F1 {s} (ours)" for s in others]
+    header = ["representation", f"F1 {main} (ours)", "F1 (paper)"] + [f"F1 {s} (ours)" for s in others]
     rows_paper = paper.get("rows", {})
     names = result["layer_names"]
     rows = []
@@ -56,7 +56,8 @@ def table5(result: dict, paper: dict, judge=None) -> List[str]:
         f"- 1-NN over sense centroids from {result['train']['file']} ({result['train']['instances']} instances, "
         f"{result['train']['senses']} senses, {result['train']['lemma_pos']} lemma/POS pairs); lemmas that SemCor "
         f"does not have fall back to WordNet's first sense ({fallback}).",
-        f"- Wall time {result['timing_s']['total']:.0f} s (SemCor centroids {result['timing_s']['semcor_centroids']:.0f} s)."]
+        f"- Wall time {result['timing_s']['total']:.0f} s "
+        f"(SemCor centroids {result['timing_s']['semcor_centroids']:.0f} s)."]
 
 
 def table6(result: dict, paper: dict, judge=None) -> List[str]:
@@ -76,7 +77,7 @@ def table6(result: dict, paper: dict, judge=None) -> List[str]:
         "", _claim("Paper: the first layer beats the second for POS (97.3 vs 96.8)", "table6", result, paper,
                    "first LSTM layer", "second LSTM layer", judge),
         f"- Softmax regression on each frozen layer (L-BFGS, L2 {result['l2']}, iterations picked on dev: "
-        + ", ".join(f"{n} {l['iterations']}" for n, l in zip(result["layer_names"], result["layers"])) + "); "
+        + ", ".join(f"{n} {layer['iterations']}" for n, layer in zip(result["layer_names"], result["layers"])) + "); "
         f"train {data['train']['tokens']} / dev {data['dev']['tokens']} / test {data['test']['tokens']} tokens, "
         f"{result['tags']} tags. The paper's column is {paper.get('set', 'the full WSJ')}.",
         f"- Wall time {result['timing_s']['total']:.0f} s (biLM layers {result['timing_s']['layers']:.0f} s)."]

@@ -3,14 +3,13 @@
 - Sense order: in ``index.<pos>`` the synset offsets of a lemma are listed in WordNet sense-number order
   (wndb(5WN), "synset_offset"), and sense numbers are assigned "based on frequency of use in semantically tagged
   corpora" (cntlist(5WN)), so the first offset is WordNet's first (most frequent) sense: the first-sense baseline and
-  the fallback of Sec. 5.3. ``tests/test_probes.py`` checks our numbering against every entry of the database's own
-  ``cntlist.rev`` (``sense_key sense_number tag_cnt``) when the real WordNet is present.
+  the fallback of Sec. 5.3. ``tests/probes/test_probes.py`` checks our numbering against every entry of the database's
+  own ``cntlist.rev`` (``sense_key sense_number tag_cnt``) when the real WordNet is present.
 - Sense key (senseidx(5WN)): ``lemma%ss_type:lex_filenum:lex_id:head_word:head_id`` with ss_type 1 n, 2 v, 3 a,
   4 r, 5 s (satellite); lex_filenum and lex_id two decimal digits (``data.*`` stores lex_id as one hex digit);
   head_word and head_id only for satellites: the first word of the head synset (the satellite's ``&`` pointer) and
   its lex_id. Lemmas are lower case with ``_`` for spaces; adjective markers such as ``(a)`` are dropped.
 """
-from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -40,6 +39,9 @@ class WordNet:
             if not (self.dir / name).is_file():
                 raise ElmoInputError(f"{self.dir}: expected a WordNet dict folder with {name}, found none")
         self._index: Dict[str, Dict[str, List[int]]] = {}
+        # (file_pos, offset) -> _read_synset's answer; per instance, as _index (an lru_cache on the method would keep
+        # every WordNet alive)
+        self._synsets: Dict[Tuple[str, int], Tuple[int, str, List[Tuple[str, int]], Optional[int]]] = {}
 
     def _offsets(self, lemma: str, pos: str) -> List[int]:
         file_pos = FILE_POS.get(pos)
@@ -71,8 +73,12 @@ class WordNet:
                 index[parts[0]] = offsets
         return index
 
-    @lru_cache(maxsize=None)
     def _synset(self, file_pos: str, offset: int) -> Tuple[int, str, List[Tuple[str, int]], Optional[int]]:
+        if (file_pos, offset) not in self._synsets:
+            self._synsets[(file_pos, offset)] = self._read_synset(file_pos, offset)
+        return self._synsets[(file_pos, offset)]
+
+    def _read_synset(self, file_pos: str, offset: int) -> Tuple[int, str, List[Tuple[str, int]], Optional[int]]:
         """(lex_filenum, ss_type, [(word, lex_id)], offset of the head synset for satellites) of a data.* line."""
         path = self.dir / f"data.{file_pos}"
         with open(path, "rb") as f:

@@ -14,10 +14,18 @@ allow_numpy_scalars_in_checkpoints()  # allennlp train --recover under torch >= 
 # (importing it also registers the random_state callback: a resumed run goes on with the random state of its checkpoint)
 
 # Shared task infrastructure and the task packages (registered AllenNLP components).
-from tasks import elmo_input_sized, lr_schedulers, spacy_blank_tokenizer, subsample, unpacked_rnn  # noqa: E402,F401
-from tasks import ner  # noqa: E402,F401
-from tasks import snli, sst  # noqa: E402,F401
-from tasks import squad  # noqa: E402,F401
-from tasks import coref, srl  # noqa: E402,F401
-from tasks import predictions  # noqa: E402,F401  (the unit_predictions callback)
-from tasks import task_precision  # noqa: E402,F401  (the task_precision callback: TASK_PRECISION)
+from tasks import (  # noqa: E402,F401
+    coref,
+    elmo_input_sized,
+    lr_schedulers,
+    ner,
+    predictions,  # the unit_predictions callback
+    snli,
+    spacy_blank_tokenizer,
+    squad,
+    srl,
+    sst,
+    subsample,
+    task_precision,  # the task_precision callback: TASK_PRECISION
+    unpacked_rnn,
+)

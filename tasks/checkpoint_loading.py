@@ -17,9 +17,9 @@ starts (the config's seeds) and replays the epochs done by reading their trainin
 has them: the replay runs no model, so torch's generator (the dropout masks) has not advanced, and it runs no
 validation, whose data loader is built from the training one's parameters (allennlp/commands/train.py:727) and so
 draws python's generator for its bucket sampler's padding noise (allennlp/data/samplers/bucket_batch_sampler.py:107)
--- so the first epoch after a restart saw other batches (tests/test_runner_safety.py, before RandomState). RandomState
-saves python's, numpy's and torch's states with every checkpoint and sets them back as the first epoch after the
-replay starts, so a resumed run trains on the batches and dropout masks of a run never stopped.
+-- so the first epoch after a restart saw other batches (tests/runner/test_runner_safety.py, before RandomState).
+RandomState saves python's, numpy's and torch's states with every checkpoint and sets them back as the first epoch after
+the replay starts, so a resumed run trains on the batches and dropout masks of a run never stopped.
 """
 import logging
 import random

@@ -5,8 +5,9 @@ The trainer callback ``unit_predictions`` runs, after training, the best epoch's
 (``config.json`` of the serialization dir), and writes ``unit_predictions.json.gz``: per split, the units the
 task's metric is computed over (pairs, sentences, questions), each with its id (position in the file: the dev and
 test files are the same for every run of a profile, their checksums are recorded), the predicted and gold
-label / spans / tags / answer, and the counts the metric is recomputed from (``runner/analysis/stats.py`` METRICS). The runner
-(``runner/execution/training.py``) checks that the counts give back the metric allennlp reported before keeping the file.
+label / spans / tags / answer, and the counts the metric is recomputed from (``runner/analysis/stats.py`` METRICS). The
+runner (``runner/execution/training.py``) checks that the counts give back the metric allennlp reported before keeping
+the file.
 
 A model type without an extractor writes nothing; its runs report "no per-example predictions".
 """

@@ -8,7 +8,7 @@ length. In the small SQuAD model (passages up to 400 tokens) those three took ab
 (torch.profiler, 10 steps, 1 thread). On the padded tensor torch unbinds the time steps instead, whose backward is one
 ``stack``. The reverse direction reads each sequence reversed within its own length (one gather), so padding never
 enters a valid position's state, as with packing: outputs and gradients are allennlp's up to float rounding
-(``tests/test_unpacked_rnn.py``; speed: ``tools/rnn_backward_bench.py``).
+(``tests/tasks/test_unpacked_rnn.py``; speed: ``tools/rnn_backward_bench.py``).
 
 Drop-in for the registered ``gru`` / ``lstm`` (same constructor keys, same parameter names ``_module.weight_ih_l0``...,
 the same initial weights for a seed). On CUDA it packs, as allennlp does (cuDNN runs packed sequences well).
@@ -23,7 +23,7 @@ h' = (h - n) * z + n) without recording it, both directions in one loop (batched
 is written out: per step the gate derivatives and one batched product for dh, the weight gradients as one product
 over all steps. The outputs are torch's to float rounding, bit for bit at the small SQuAD model's 32 cells (r and z
 share one sigmoid call here, and torch's kernels take a row's last elements in scalar code, so at other widths a
-few elements can differ in the last bit); the gradients equal to float rounding (``tests/test_task_speed.py``).
+few elements can differ in the last bit); the gradients equal to float rounding (``tests/tasks/test_task_speed.py``).
 ``fused_recurrence = False`` on a module gives torch's own GRU back.
 """
 import torch

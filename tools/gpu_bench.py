@@ -224,31 +224,32 @@ def main(argv=None):
         tmp = Path(tmp)
         corpus = tmp / "synthetic.txt"
         synthetic_text(corpus, 400_000)
+        # B023: section() calls its closure at once (and profile() its function), within the loops' iteration
         for size in args.sizes:
             for bs in args.batch_sizes:
-                got = section(f"training {size} batch {bs}", lambda: training(args, args.device, size, bs, corpus))
+                got = section(f"training {size} batch {bs}", lambda: training(args, args.device, size, bs, corpus))  # noqa: B023
                 if got:
                     report["training"].append(got[0])
                     if bs == max(args.batch_sizes) and size == args.sizes[-1]:
                         group, windows = got[1], got[2]
                         for graphs in (False, True):
                             def one_step():
-                                lstm.USE_CUDA_GRAPHS = graphs
-                                group["bfloat16", graphs].train_step(*next(windows)[1:])
+                                lstm.USE_CUDA_GRAPHS = graphs  # noqa: B023 (called within this iteration)
+                                group["bfloat16", graphs].train_step(*next(windows)[1:])  # noqa: B023
                             tag = "graphs" if graphs else "eager"
                             report["profiles"][f"training {size} bfloat16 {tag} batch {bs}"] = section(
                                 f"profile training {tag}", lambda: profile(
-                                    args.device, one_step, 3, out / f"profile_training_{size}_{bs}_{tag}.txt"))
+                                    args.device, one_step, 3, out / f"profile_training_{size}_{bs}_{tag}.txt"))  # noqa: B023
                     del got
         write_full_size_weights(tmp)
         for bs in args.batch_sizes:
-            got = section(f"inference batch {bs}", lambda: inference(args, args.device, bs, tmp))
+            got = section(f"inference batch {bs}", lambda: inference(args, args.device, bs, tmp))  # noqa: B023
             if got:
                 report["inference"].append(got[0])
                 model, batches = got[1], got[2]
                 report["profiles"][f"inference bfloat16 batch {bs}"] = section(
-                    f"profile inference {bs}", lambda: profile(args.device, lambda: model(
-                        batch_to_ids(batches[0]).to(args.device)), 3, out / f"profile_inference_{bs}.txt"))
+                    f"profile inference {bs}", lambda: profile(args.device, lambda: model(  # noqa: B023
+                        batch_to_ids(batches[0]).to(args.device)), 3, out / f"profile_inference_{bs}.txt"))  # noqa: B023
                 del got
     report["seconds"] = round(time.perf_counter() - begun, 1)
     (out / "gpu_bench.json").write_text(json.dumps(report, indent=1))

@@ -68,7 +68,7 @@ released="$work/paper/elmo/elmo_2x4096_512_2048cnn_2xhighway"
 step finetune_cuda 90 "$py" -m elmo_module finetune --options "${released}_options.json" \
   --weights "${released}_weights.hdf5" --train "$work/paper/text/train.txt" --dev "$work/paper/text/dev.txt" \
   --tokenize simple --epochs 1 --device cuda --precision bfloat16 --out "$work/bilm"
-step gpu_tests 90 "$py" -m pytest -q -rfs -p no:cacheprovider tests/test_cuda_graphs.py tests/test_unpacked_rnn.py
+step gpu_tests 90 "$py" -m pytest -q -rfs -p no:cacheprovider tests/elmo_module/test_cuda_graphs.py tests/tasks/test_unpacked_rnn.py
 # -v: each test's result as it comes; the limit sends SIGINT (step), on which pytest still prints its summary
 step test_suite 600 "$py" -m pytest -v -rfEs -p no:cacheprovider -n 8 tests
 echo "done in $((SECONDS - start)) s" | tee -a "$out/summary.txt"

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from runner.data.fetch import Snapshots
-from runner.spec import SpecError
 from runner.data.lm_corpus import RECIPE, SOURCES, gutenberg_paragraphs
+from runner.spec import SpecError
 
 OUTPUTS = {"wikinews": ["heldout/wikinews.heldout.txt", "wikinews_00.txt", "wikinews_01.txt"],
            "enwiki2015": ["heldout/enwiki2015.heldout.txt", "enwiki2015_00.txt", "enwiki2015_01.txt"],

@@ -5,8 +5,8 @@
 
     python tools/paper_stand_in.py /tmp/paper_inputs > /tmp/paper_env.sh && source /tmp/paper_env.sh
 
-The data are the tasks' bundled samples (tests/test_preflight.py build_stand_in), so sentence lengths are theirs, not
-the official sets': the GPU hours it gives are the estimate's code path on a real GPU, not a forecast.
+The data are the tasks' bundled samples (tests/runner/test_preflight.py build_stand_in), so sentence lengths are theirs,
+not the official sets': the GPU hours it gives are the estimate's code path on a real GPU, not a forecast.
 """
 import json
 import shlex
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.elmo_fixtures import write_random_elmo
-from tests.test_preflight import OFFICIAL, REPO, build_stand_in
+from tests.runner.test_preflight import OFFICIAL, REPO, build_stand_in
 
 # The released model's options (bilm-tf's elmo_2x4096_512_2048cnn_2xhighway_options.json; PAPER.md Sec. 3.4)
 RELEASED = dict(filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), n_highway=2,

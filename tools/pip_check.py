@@ -19,8 +19,9 @@ def expected_lines(path: Path) -> List[str]:
 
 def compare(report: str, expected: List[str]) -> Tuple[List[str], List[str]]:
     """(unexpected lines of the pip check ``report``, expected lines it does not contain)."""
-    lines = [line.strip() for line in report.splitlines() if line.strip() and line.strip() != "No broken requirements found."]
-    return [l for l in lines if l not in expected], [l for l in expected if l not in lines]
+    lines = [line.strip() for line in report.splitlines()
+             if line.strip() and line.strip() != "No broken requirements found."]
+    return [line for line in lines if line not in expected], [line for line in expected if line not in lines]
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,8 @@
 """Pretraining in float32 and in mixed bfloat16 side by side, in one process: held-out perplexity at the same number of
 training tokens, and the training speed of each measured under the same load.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/precision_pretrain_check.py --options runner/profiles/mini_bilm_options.json \
+    OMP_NUM_THREADS=1 .venv/bin/python tools/precision_pretrain_check.py \
+        --options runner/profiles/mini_bilm_options.json \
         --train ../shared/data/lm_corpus/*_0?.txt --heldout ../shared/data/lm_corpus/heldout/*.txt \
         --heldout-tokens 100000 --vocab-size 50000 --negatives 1024 --tokens 5000000 --eval-every 250 --out check.json
 
@@ -75,7 +76,8 @@ def main(argv=None):
             raise SystemExit(f"error: --checkpoint '{args.checkpoint}' is not a checkpoint of this tool")
         for key, value in identity.items():
             if saved["identity"][key] != value:
-                raise SystemExit(f"error: --checkpoint '{args.checkpoint}' was made with {key} {saved['identity'][key]!r}"
+                raise SystemExit(f"error: --checkpoint '{args.checkpoint}' was made with "
+                                 f"{key} {saved['identity'][key]!r}"
                                  f", this command gives {value!r}; use another --checkpoint or the same arguments")
         try:
             for precision, trainer in trainers.items():
@@ -83,7 +85,7 @@ def main(argv=None):
                 trainer.restore(state, args.checkpoint)
                 rng[precision], seconds[precision] = state["rng"]["torch"], saved["seconds"][precision]
         except ElmoInputError as e:
-            raise SystemExit(f"error: {e}")
+            raise SystemExit(f"error: {e}") from None
         report["evaluations"] = saved["evaluations"]
         print(f"resuming from '{args.checkpoint}' at step {trainers['float32'].step}", flush=True)
 

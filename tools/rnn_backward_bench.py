@@ -2,8 +2,10 @@
 ``unpacked_lstm`` (tasks/unpacked_rnn.py), on real batches, interleaved in one process; prints the median step times
 and their ratio.
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/rnn_backward_bench.py --task squad --train ../shared/data/squad_small/train.json
-    OMP_NUM_THREADS=1 .venv/bin/python tools/rnn_backward_bench.py --task coref --train ../shared/data/litbank_coref/train
+    OMP_NUM_THREADS=1 .venv/bin/python tools/rnn_backward_bench.py --task squad \
+        --train ../shared/data/squad_small/train.json
+    OMP_NUM_THREADS=1 .venv/bin/python tools/rnn_backward_bench.py --task coref \
+        --train ../shared/data/litbank_coref/train
 
 Both models are built from the task's jsonnet config with the same seed (so the same initial weights), differing only
 in the encoders' type; the first step's losses (same dropout masks) are printed side by side. Knobs as for a run

@@ -23,8 +23,8 @@ holds the sentences of the benchmarked instances only; its build time per senten
 biLM's per-batch cost it saves.
 """
 import argparse
-import cProfile
 import copy
+import cProfile
 import itertools
 import json
 import pstats
@@ -76,7 +76,8 @@ def write_stand_ins(directory: Path):
     bilm = write_random_elmo(directory, filters=[tuple(f) for f in mini["char_cnn"]["filters"]],
                              n_highway=mini["char_cnn"]["n_highway"], projection_dim=mini["lstm"]["projection_dim"],
                              cell_dim=mini["lstm"]["dim"], n_layers=mini["lstm"]["n_layers"],
-                             n_characters=mini["char_cnn"]["n_characters"], char_dim=mini["char_cnn"]["embedding"]["dim"])
+                             n_characters=mini["char_cnn"]["n_characters"],
+                             char_dim=mini["char_cnn"]["embedding"]["dim"])
     rng = np.random.default_rng(0)
     glove = {}
     for dim in sorted(set(GLOVE_DIM.values())):
@@ -115,7 +116,8 @@ def read_task(task: str, knobs: dict, n_batches: int):
 
 
 def build_cache(batches, knobs: dict, directory: Path):
-    from elmo_module.activation_cache import build_cache as build, file_checksum
+    from elmo_module.activation_cache import build_cache as build
+    from elmo_module.activation_cache import file_checksum
     from elmo_module.weights import load_bilm
     from runner.stages.caches import instance_texts
 
@@ -273,7 +275,8 @@ def main(argv=None):
     args.variants = args.variants.split(",")
     unknown = [t for t in args.tasks.split(",") if t not in TASKS] + [v for v in args.variants if v not in VARIANTS]
     if unknown:
-        parser.error(f"unknown task or variant {unknown[0]!r}: tasks {', '.join(TASKS)}; variants {', '.join(VARIANTS)}")
+        parser.error(f"unknown task or variant {unknown[0]!r}: "
+                     f"tasks {', '.join(TASKS)}; variants {', '.join(VARIANTS)}")
     torch.set_num_threads(args.threads)
     from allennlp.common.util import import_module_and_submodules
 

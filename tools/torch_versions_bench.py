@@ -6,13 +6,13 @@
 Each round runs one worker process per environment, alternating (this shared VM drifts by +-15 % over a minute;
 alternation puts the drift on both). A worker times (a) the recurrent GEMM of a full-size LSTM step, W (16384 x 512)
 @ h (512 x 32), in GFLOP/s (torch.mm, i.e. MKL; and, where torch has it, the same product through oneDNN with the
-weight prepacked, as torch's inductor does on CPU), (b) our full-size ``Elmo`` forward pass as ``elmo_module.benchmark`` times it (same
-weights and batches, stateful, no autograd) in tokens/s, and (c) with ``--pretrain-tokens N``, pretraining: the mini
-profile's biLM (``runner/profiles/mini_bilm_options.json``: 2 x 512 cells, 50k vocabulary, 1,024 negatives) trained
-for N tokens on ``--pretrain-corpus`` by ``python -m elmo_module pretrain``, training tokens/s as its
-``perplexity.json`` reports them (held-out evaluation excluded). Prints the median of each and the ratio this
-environment / other. The other environment needs torch, numpy, h5py (and tqdm for (c)); it imports ``elmo_module``
-from this checkout.
+weight prepacked, as torch's inductor does on CPU), (b) our full-size ``Elmo`` forward pass as
+``elmo_module.benchmark`` times it (same weights and batches, stateful, no autograd) in tokens/s, and (c) with
+``--pretrain-tokens N``, pretraining: the mini profile's biLM (``runner/profiles/mini_bilm_options.json``: 2 x 512
+cells, 50k vocabulary, 1,024 negatives) trained for N tokens on ``--pretrain-corpus`` by
+``python -m elmo_module pretrain``, training tokens/s as its ``perplexity.json`` reports them (held-out evaluation
+excluded). Prints the median of each and the ratio this environment / other. The other environment needs torch,
+numpy, h5py (and tqdm for (c)); it imports ``elmo_module`` from this checkout.
 """
 import argparse
 import json
@@ -81,7 +81,8 @@ def worker(threads: int, batches: int, pretrain_tokens: int = 0, corpus: str = "
     bilm_rate = tokens / (time.perf_counter() - start)
     return {"torch": torch.__version__, "gemm_gflops": gflops, "gemm_onednn_packed_gflops": onednn,
             "bilm_tokens_per_s": bilm_rate,
-            "pretrain_tokens_per_s": pretrain_tokens_per_s(threads, pretrain_tokens, corpus) if pretrain_tokens else None}
+            "pretrain_tokens_per_s": (pretrain_tokens_per_s(threads, pretrain_tokens, corpus)
+                                      if pretrain_tokens else None)}
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,5 @@
-"""Peak CPU memory of one step of coref.jsonnet at SIZE=paper on a synthetic document (the numbers in tasks/coref/README.md).
+"""Peak CPU memory of one step of coref.jsonnet at SIZE=paper on a synthetic document (the numbers in
+tasks/coref/README.md).
 
     python -m tasks.coref.memory_check --max-antecedents 50 --elmo-dim 1024 --sentences 50 --mode train
 
@@ -30,7 +31,7 @@ def peak_rss_gb() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-antecedents", type=int, default=50)
     parser.add_argument("--elmo-dim", type=int, default=1024)
     parser.add_argument("--sentences", type=int, default=50)

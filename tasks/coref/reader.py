@@ -24,7 +24,6 @@ import random
 from typing import DefaultDict, Iterable, List, Optional, Tuple
 
 import torch
-
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader, Instance
 from allennlp.data.fields import LabelField, TensorField

@@ -40,7 +40,8 @@ def hub_records(path):
     names = hub_data.label_names(dataset, "label") or list(SNLI_LABELS)
     for index, record in enumerate(dataset):
         label = NO_MAJORITY if record["label"] < 0 else names[record["label"]]
-        yield f"record {index}", {"gold_label": label, "sentence1": record["premise"], "sentence2": record["hypothesis"]}
+        yield f"record {index}", {"gold_label": label, "sentence1": record["premise"],
+                                  "sentence2": record["hypothesis"]}
 
 
 def checked_records(file_path):

@@ -13,7 +13,7 @@ Layers, top to bottom (C&G 2018 Sec. 3.1; sizes in the config):
 Variational dropout on the input of every GRU and of the attention layers. At decoding the best span with
 end - start < max_span_length (17 tokens, C&G / document-qa) is taken.
 """
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import torch
 from allennlp.data import TextFieldTensors, Vocabulary
@@ -69,7 +69,7 @@ class BidafSelfAttention(Model):
         linear_dim: int = 200,
         dropout: float = 0.2,
         max_span_length: int = 17,
-        initializer: InitializerApplicator = InitializerApplicator(),
+        initializer: InitializerApplicator = InitializerApplicator(),  # noqa: B008  (allennlp idiom; holds no state)
         **kwargs,
     ) -> None:
         super().__init__(vocab, **kwargs)

@@ -16,8 +16,8 @@ from typing import Dict, Optional
 
 import numpy
 import torch
-from allennlp.data import Vocabulary
 from allennlp.common.checks import ConfigurationError
+from allennlp.data import Vocabulary
 from allennlp.modules.token_embedders import Embedding, TokenEmbedder
 
 from tasks.line_errors import empty_file_error, input_error

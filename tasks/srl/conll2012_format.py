@@ -233,7 +233,8 @@ def check_conll2012_file(path: str, check_srl_labels: bool = False) -> int:
         elif len(columns) != sentence.num_columns:
             fail(line_number, f"expected {sentence.num_columns} columns like the sentence's first line "
                               f"(line {sentence.first_line_number}), found {len(columns)}")
-        _check_line(columns, sentence, check_srl_labels, lambda message: fail(line_number, message))
+        # B023: _check_line calls the closure before it returns, within this iteration
+        _check_line(columns, sentence, check_srl_labels, lambda message: fail(line_number, message))  # noqa: B023
     end_sentence(line_number + 1)
     if num_sentences == 0:
         raise ConfigurationError(f"{path}: expected CoNLL-2012 sentences, found none (empty file?)")

@@ -14,6 +14,7 @@ from allennlp_models.classification.models.biattentive_classification_network im
     BiattentiveClassificationNetwork,
 )
 
+
 @Model.register("bcn_sized")
 class SizedBCN(BiattentiveClassificationNetwork):
     def __init__(
