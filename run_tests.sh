@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: sets up .venv if needed, then runs the whole test suite (CPU only, no network, no downloads).
+# The test command: sets up .venv if needed, runs the linter, then the whole test suite (CPU only, no network, no
+# downloads). Arguments go to pytest: the fast lane is ./run_tests.sh -m "not slow" (pyproject.toml's markers).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup_env.sh
@@ -8,4 +9,5 @@ trap 'rm -rf "$scratch"' EXIT
 export ELMO_CACHE_ROOT=$scratch WANDB_DIR=$scratch WANDB_CONFIG_DIR=$scratch WANDB_CACHE_DIR=$scratch \
   HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 source ./env.sh
+.venv/bin/ruff check --quiet .  # the linter first: its rules are pyproject.toml's [tool.ruff]
 exec .venv/bin/python -m pytest -q "$@"

@@ -17,14 +17,9 @@ local mix = knob('ELMO_MIX');
 local size = knob('SIZE');
 local layer_norm = knob('ELMO_LAYER_NORM');
 
-assert std.member(['none', 'input', 'output', 'both'], placement) : 'ELMO must be none|input|output|both, found ' + placement;
-assert std.member(['weighted', 'last_only', 'average', 'token_only'], mix) : 'ELMO_MIX must be weighted|last_only|average|token_only, found ' + mix;
 local word_vectors = knob('WORD_VECTORS');
-assert std.member(['true', 'false'], word_vectors) : 'WORD_VECTORS must be true|false, found ' + word_vectors;
-assert word_vectors == 'true' || placement == 'input' || placement == 'both' :
-  'WORD_VECTORS=false needs ELMO=input or both (the token representation would be empty), found ELMO=' + placement;
-assert std.member(['paper', 'small', 'tiny'], size) : 'SIZE must be paper|small|tiny, found ' + size;
-assert std.member(['false', 'true'], layer_norm) : 'ELMO_LAYER_NORM must be false|true, found ' + layer_norm;
+// Every knob's values are checked by tasks/knobs.py (RULES, knob_problems: the one place the rules live), under
+// `allennlp` when it loads tasks.allennlp_plugin and in the runner before any run: no second copy here.
 
 local orDefault(value, default) = if value == '' then default else value;
 

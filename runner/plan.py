@@ -19,7 +19,7 @@ def ignored_environment(profile: dict) -> None:
     """A knob set in the environment steers `allennlp train` run by hand, not the runner's runs, whose knobs come
     from the profile (they are the runs' identity): say so rather than train silently without it."""
 
-    # (importing tasks sets every knob's default in the environment, for allennlp: only other values were set here)
+    # (allennlp sets every knob's default in its own environment, tasks/allennlp_plugin.py: only other values count)
     set_here = [f"{k}={os.environ[k]}" for k, default in KNOBS.items() if os.environ.get(k, default) != default]
     if set_here:
         print(f"warning: environment variable(s) {', '.join(set_here)} ignored: the runner takes every knob from the "

@@ -86,7 +86,10 @@ def _number(low, high=None, low_open=True, integer=False, what=None):
 
 
 def _one_of(*allowed):
-    return lambda value: None if value in allowed else " | ".join(allowed)
+    def check(value):
+        return None if value in allowed else " | ".join(allowed)
+    check.allowed = allowed  # read by docs/knobs.md's test (tests/test_docs.py)
+    return check
 
 
 def _empty_or(rule):
@@ -125,6 +128,11 @@ def knob_problems(knobs) -> list:
             expected = rule(str(knobs[name]))
             if expected:
                 problems.append(f"knob {name} = {str(knobs[name])!r}: expected {expected}")
+    # the token representation would be empty: no word embedding and no ELMo at the input
+    if str(knobs.get("WORD_VECTORS", KNOBS["WORD_VECTORS"])) == "false" and \
+            str(knobs.get("ELMO", KNOBS["ELMO"])) not in ("input", "both"):
+        problems.append(f"knob WORD_VECTORS = 'false': expected ELMO=input or both beside it, found "
+                        f"ELMO={str(knobs.get('ELMO', KNOBS['ELMO']))!r}")
     return problems
 
 
@@ -136,7 +144,7 @@ def _running_allennlp() -> bool:
 
 
 def check_environment(environ=os.environ) -> None:
-    """Called when the tasks package is imported: under ``allennlp``, a bad knob stops it with one line on stderr
+    """Called when allennlp loads tasks.allennlp_plugin: under ``allennlp``, a bad knob stops it with one line on stderr
     (before any data is read), not a traceback or a training on a wrong value."""
     problems = knob_problems(environ)
     if problems and _running_allennlp():

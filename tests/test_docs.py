@@ -233,3 +233,34 @@ if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
     os.chdir(REPO)
     sys.path.insert(0, str(REPO))
     child_main()
+
+
+def knob_table(text: str) -> dict:
+    """docs/knobs.md's table: each knob named in a row's first cell -> the `values` of its second cell, in order."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if len(cells) >= 2:
+            values = re.findall(r"`([^`]*)`", "|".join(cells[1:]))
+            rows.update({name: values for name in re.findall(r"`([A-Z_]+)`", cells[0])})
+    return rows
+
+
+def test_the_knob_table_is_tasks_knobs():
+    """Every knob of tasks/knobs.py has its row, no other; its default first (where it has one); a knob with a fixed
+    set of values lists exactly those (the rules' one place is tasks/knobs.py RULES)."""
+    from tasks.knobs import KNOBS, RULES
+
+    rows = knob_table((REPO / "docs" / "knobs.md").read_text(encoding="utf-8"))
+    assert sorted(rows) == sorted(KNOBS)
+    for name, default in KNOBS.items():
+        if default:
+            assert rows[name][:1] == [default], (name, rows[name])
+        allowed = getattr(RULES.get(name), "allowed", None)
+        if allowed:
+            assert set(allowed) <= set(rows[name]), (name, allowed, rows[name])
+
+
+def test_the_knob_table_check_can_fail():
+    table = "| `ELMO` | `none` \\| `input` |\n| `SEED`, `SIZE` | `13370` |\n"
+    assert knob_table(table) == {"ELMO": ["none", "input"], "SEED": ["13370"], "SIZE": ["13370"]}

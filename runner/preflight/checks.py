@@ -516,7 +516,7 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
         if not samples[task]:
             lines.append(f"  {task}: the bundled sample (tasks/{task}/sample_data)")
         for split, s in samples[task].items():
-            languages = ", ".join(f"{lang} {n}" for lang, n in sorted(s.skipped_languages.items()))
+            languages = ", ".join(f"{lang} {n}" for lang, n in sorted((s.skipped_languages or {}).items()))
             skipped = f"; skipped non-English: {languages}" if s.skipped_languages else ""
             files = f"{s.files} files, " if s.files > 1 else ""
             lines.append(f"  {task} {split}: {files}~{s.instances:,} instances, ~{s.tokens:,} distinct-text tokens"

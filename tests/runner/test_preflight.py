@@ -69,7 +69,7 @@ def build_stand_in(root: Path) -> dict:
     elmo = root / "elmo"
     elmo.mkdir(parents=True)
     write_random_elmo(elmo, filters=((1, 4), (2, 8)), projection_dim=8, cell_dim=16)
-    (elmo / "options.json").rename(elmo / f"{OFFICIAL}stage_options.json")
+    (elmo / "options.json").rename(elmo / f"{OFFICIAL}_options.json")
     (elmo / "weights.hdf5").rename(elmo / f"{OFFICIAL}_weights.hdf5")
     env["ELMO_DIR"] = elmo
     words = _sample_words()
@@ -177,7 +177,7 @@ def _v4_files_for_srl(env, root):
 
 
 def _wrong_weights(env, root):
-    options = Path(env["ELMO_DIR"]) / f"{OFFICIAL}stage_options.json"
+    options = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json"
     _replace(options, '"dim": 16', '"dim": 32')
 
 
@@ -195,7 +195,7 @@ def _cut_large_squad(env, root):
 
 
 def _misspelt_options_key(env, root):
-    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}stage_options.json", "use_skip_connections", "use_skip_conections")
+    _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json", "use_skip_connections", "use_skip_conections")
 
 
 def _cut_weights(env, root):
@@ -237,7 +237,7 @@ DEFECTS = {
     # more broken inputs, each a problem naming the file
     "large_json_cut_short": ("squad", _cut_large_squad, ["squad_dir/train-v1.1.json: the squad TRAIN_PATH data",
                                                          "text cut short inside a JSON value", "get the file again"]),
-    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}stage_options.json: key "
+    "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
                                                             "'lstm.use_skip_conections' is not a biLM option",
                                                             "Fix that key"]),
     "weights_cut_short": ("ner", _cut_weights, [f"{OFFICIAL}_weights.hdf5: expected a complete hdf5 weights file",

@@ -9,7 +9,7 @@ from tests.conftest import REPO_ROOT
 
 
 def config_scheduler(task: str) -> dict:
-    import tasks  # noqa: F401  (registers the project's components, as --include-package tasks does)
+    import tasks.allennlp_plugin  # noqa: F401  (registers the components and sets the knobs, as allennlp does)
 
     trainer = Params.from_file(str(REPO_ROOT / "jsonnet_configs" / f"{task}.jsonnet")).as_dict()["trainer"]
     return trainer["learning_rate_scheduler"]
