@@ -39,23 +39,6 @@ def repo_relative(data):
     return data
 
 
-def make_portable(results_dir: Path) -> int:
-    """Rewrite the archived records of a multi-session profile (runs/, bilm/, vectors/ under ``results_dir``) whose
-    strings still hold this checkout's absolute path (records archived before they were written portable). Returns
-    how many files changed."""
-    changed = 0
-    for path in sorted(p for sub in ("runs", "bilm", "vectors") for p in (results_dir / sub).rglob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # a broken record is reported where it is read
-        portable = repo_relative(data)
-        if portable != data:
-            write_json(path, portable)
-            changed += 1
-    return changed
-
-
 def write_json(path: Path, data) -> None:
     """Write-then-rename; on a failed write (a full disk) the partial file is removed, never left to look whole."""
     tmp = path.with_name(path.name + ".partial")
@@ -68,6 +51,19 @@ def write_json(path: Path, data) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def keep_portable(source: Path, target: Path) -> None:
+    """A stage's JSON record copied into a profile's archive under results/ (committed): no absolute path of this
+    checkout in it (repo_relative), written with write-then-rename, and not rewritten when unchanged."""
+    record = repo_relative(json.loads(Path(source).read_text()))
+    try:
+        if json.loads(Path(target).read_text()) == record:
+            return
+    except (OSError, ValueError):
+        pass  # none yet, or a broken copy: written anew
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    write_json(Path(target), record)
 
 
 def write_atomic(path: Path, data) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from tests.elmo_fixtures import write_random_elmo
 from tests.runner.test_preflight import OFFICIAL, REPO, build_stand_in
 
-# The released model's options (bilm-tf's elmo_2x4096_512_2048cnn_2xhighway_options.json; PAPER.md Sec. 3.4)
+# The released model's options (bilm-tf's elmo_2x4096_512_2048cnn_2xhighway_options.json;
+# arXiv:1802.05365v2 Sec. 3.4, p. 4)
 RELEASED = dict(filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), n_highway=2,
                 projection_dim=512, cell_dim=4096, n_layers=2, char_dim=16, n_characters=262, clip=3.0)
 

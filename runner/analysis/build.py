@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from runner.analysis.replication import write_replication
 from runner.analysis.tables import build_results, cost_markdown, provenance_lines, runs_made
-from runner.execution.training import adopt_record
-from runner.records import git_commit, hardware, load_result, make_portable, write_atomic
+from runner.records import git_commit, hardware, load_result, write_atomic
 from runner.settings import Settings
 from runner.spec import REPO, Cell, SpecError
 from runner.stages.bilm_stages import bilm_markdown, bilm_report
@@ -20,10 +19,6 @@ def build_tables(plan, settings: Settings, started: float) -> int:
     """Every table and figure of the profile from the runs there are, with how they were made; 1 if a run crashed."""
 
     profile, runs, run_dir, probes, results_dir = plan.profile, plan.runs, plan.run_dir, plan.probes, plan.results_dir
-    if profile.get("archive_runs"):  # committed records name no absolute path of this machine
-        make_portable(results_dir)
-    for r in runs:  # a profile without an archive: its runs' predictions become their numbers of record here
-        adopt_record(run_dir[r])
     results = {r: load_result(run_dir[r] / "result.json")[0] for r in runs}
     aside = [r for r in runs if results[r] is None and (run_dir[r] / "result.stale.json").is_file()]
     provenance = {

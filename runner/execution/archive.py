@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from runner.execution.freshness import Checksums, input_paths, run_inputs, settle_stale, stale_inputs
-from runner.execution.training import PREDICTIONS, adopt_record, keep_predictions_again
+from runner.execution.training import PREDICTIONS
 from runner.records import load_result, repo_relative, write_json
 from runner.spec import Run, SpecError, patience_twin, repo_path
 
@@ -48,12 +48,6 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
 
     for run in runs:  # finished before this profile archived, or by --baselines-only
         if not (archive_dir / run_dir[run].parent.name / f"{run.run_id}.json").is_file():
-            archive(run_dir[run])
-        elif keep_predictions_again(run_dir[run]):  # refused by an earlier rule, still on this machine
-            print(f"kept the per-example predictions of {run_dir[run]} (refused before: runner/execution/training.py "
-                  f"keep_predictions)", flush=True)
-            archive(run_dir[run])
-        elif adopt_record(run_dir[run]):  # its predictions become its number of record (runner/execution/evidence.py)
             archive(run_dir[run])
     return archive
 

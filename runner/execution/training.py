@@ -225,41 +225,6 @@ def keep_predictions(model_dir: Path, run_dir: Path, metric: str, metrics: dict,
     return record
 
 
-def keep_predictions_again(run_dir: Path) -> bool:
-    """A finished run whose predictions an earlier rule of keep_predictions refused, while they are still in its
-    model/: checked again under the current rule, and kept (result.json updated, saying when and by which code) if
-    it accepts them. True if the run changed."""
-    result, _ = load_result(run_dir / "result.json")
-    if not result or "problem" not in (result.get("predictions") or {}) \
-            or not (run_dir / "model" / "unit_predictions.json.gz").is_file():
-        return False
-    record = keep_predictions(run_dir / "model", run_dir, result["metric"], result["metrics"], result["knobs"])
-    if "problem" in record:
-        return False
-    record["kept_later"] = {"git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    result = {**result, "predictions": record}
-    write_json(run_dir / "result.json", adopt(result, run_dir) or result)
-    return True
-
-
-def adopt_record(run_dir: Path) -> bool:
-    """A finished run recorded before its predictions were its number of record gets them as such, allennlp's numbers
-    kept beside them (runner/execution/evidence.py adopt); True if result.json changed. A predictions file that is not
-    the run's own is named in one line and left as it is (the claims then leave the run out: evidence.check_run)."""
-    result, _ = load_result(run_dir / "result.json")
-    try:
-        adopted = adopt(result, run_dir) if result else None
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:  # cut, not gzip, not JSON, not the run's own
-        print(f"warning: {run_dir / PREDICTIONS}: not made the run's number of record: {str(e)[:200]}", file=sys.stderr,
-              flush=True)
-        return False
-    if adopted is None:
-        return False
-    write_json(run_dir / "result.json", dict(adopted, record_from_predictions={
-        "git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}))
-    return True
-
-
 def last_error_line(log: Path) -> str:
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
     errors = [line for line in lines if "Error" in line or "error:" in line]

@@ -1,5 +1,6 @@
-"""A profile's own biLM: pretraining on a text corpus, then one fine-tuned copy per task (PAPER.md Sec. 3.4:
-"fine-tune the biLM on task data ... for one epoch"), both with ``python -m elmo_module pretrain|finetune``.
+"""A profile's own biLM: pretraining on a text corpus, then one fine-tuned copy per task (arXiv:1802.05365v2
+Sec. 3.4, p. 4, and supplement A.1, p. 12: the biLM fine-tuned for one epoch on the task's training split, evaluated
+on its development split), both with ``python -m elmo_module pretrain|finetune``.
 
 A profile asks for it with a ``bilm`` section::
 
@@ -34,7 +35,7 @@ from typing import Dict, List, Optional
 
 from runner.execution.freshness import changed_sums, input_paths, sha256_of, stage_sums
 from runner.execution.training import LIVE, LIVE_LOCK, STOPPING, child_pythonpath, die_with_parent
-from runner.records import repo_relative, write_json
+from runner.records import keep_portable, repo_relative, write_json
 from runner.spec import REPO, SpecError, canonical, expand, repo_path
 from runner.stages.caches import read_task_sentences
 
@@ -102,20 +103,14 @@ def _recorded(out: Path) -> dict:
         return {}
 
 
-def _changed(out: Path, inputs: Dict[str, Optional[str]], what: str, quiet: bool = False) -> List[str]:
-    """The files whose bytes changed since the stage in OUT read them (its stage_args.json). A record made before
-    the stage recorded them is taken as made from today's files (a warning says so, and they are recorded; not
-    ``quiet``: only looked at)."""
-
+def _changed(out: Path, inputs: Dict[str, Optional[str]]) -> List[str]:
+    """The files whose bytes changed since the stage in OUT read them (its stage_args.json); a record that names
+    none (an output the runner did not make) counts as changed: the stage is made again."""
     record = _recorded(out)
     if not record:
         return []
     if "inputs" not in record:
-        if not quiet:
-            print(f"warning: {what}: {out} does not record the checksums of the files it read (made before the "
-                  f"stage recorded them): taken as made from today's", file=sys.stderr)
-            _record_settings(out, record["args"], inputs, record.get("outputs"))
-        return []
+        return [f"(what {out} read: not recorded)"]
     return changed_sums(record["inputs"], inputs)
 
 
@@ -230,9 +225,10 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     """The task's training and dev sentences as whitespace-tokenized text files (one sentence per line).
 
     Each distinct text once, in first-seen order: the paper fine-tuned "for one epoch on the training split"
-    (PAPER.md), and the readers repeat texts per instance (an SQuAD paragraph once per question, ~5x; an SNLI premise
-    once per hypothesis, 3x), which would make the epoch 2-4 times longer and weight those texts accordingly. SST is
-    read as whole sentences (SST_PHRASES=false): its phrases are sub-strings of the training sentences."""
+    (arXiv:1802.05365v2 supplement A.1, p. 12), and the readers repeat texts per instance (an SQuAD paragraph once
+    per question, ~5x; an SNLI premise once per hypothesis, 3x), which would make the epoch 2-4 times longer and
+    weight those texts accordingly. SST is read as whole sentences (SST_PHRASES=false): its phrases are sub-strings
+    of the training sentences."""
 
 
     files, data = {}, input_paths(task, knobs, uses_elmo=False)
@@ -272,7 +268,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         out = repo_path(pre["out"])
         check_settings(out, pre["args"], "biLM pretraining")
         inputs = pretrain_inputs(pre["args"])
-        changed = _changed(out, inputs, "biLM pretraining")
+        changed = _changed(out, inputs)
         if changed:  # neither reused nor resumed: the runs that read the old biLM are then stale (its checksum)
             print(f"biLM pretraining: {', '.join(changed)} changed since {out} was made: pretrained again")
             shutil.rmtree(out)
@@ -306,7 +302,7 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         done = (target / "perplexity.json").is_file()
         source = source or _finetune_source(profile, fine, check=not done)  # (a done one needs it only to check it)
         inputs = finetune_inputs(source, task, task_knobs[task])
-        changed = _changed(target, inputs, what) if done else []
+        changed = _changed(target, inputs) if done else []
         if changed:  # another task file or a pretraining made again since: the old copy is not reused
             print(f"{what}: {', '.join(changed)} changed since {target} was made: fine-tuned again")
         elif done:
@@ -342,7 +338,7 @@ def stages_pending(profile: dict, tasks) -> bool:
     if "pretrain" in spec:
         out = repo_path(spec["pretrain"]["out"])
         if not pretraining_done(out, spec["pretrain"]["args"]) or _changed(
-                out, pretrain_inputs(spec["pretrain"]["args"]), "", quiet=True):
+                out, pretrain_inputs(spec["pretrain"]["args"])):
             return True
     fine = spec.get("finetune") or {}
     for task in (t for t in fine.get("tasks", []) if t in tasks):
@@ -350,7 +346,7 @@ def stages_pending(profile: dict, tasks) -> bool:
         source = ["--from", str(repo_path(spec["pretrain"]["out"]))] if "pretrain" in spec else (
             _finetune_source(profile, fine, check=False))
         if not (target / "perplexity.json").is_file() or _changed(
-                target, finetune_inputs(source, task, tasks[task]), "", quiet=True):
+                target, finetune_inputs(source, task, tasks[task])):
             return True
     return False
 
@@ -495,11 +491,4 @@ def archive_bilm(profile: dict, archive: Path) -> None:
             source, target = out / name, archive / out.name / name
             if not source.is_file():
                 continue
-            record = repo_relative(json.loads(source.read_text()))
-            try:
-                if json.loads(target.read_text()) == record:
-                    continue
-            except (OSError, ValueError):
-                pass  # none yet, or a broken copy: written anew
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_json(target, record)
+            keep_portable(source, target)

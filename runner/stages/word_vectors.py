@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from runner.execution.freshness import changed_sums, sha256_of, stage_sums
-from runner.records import make_portable, repo_relative, write_json
+from runner.records import keep_portable, repo_relative
 from runner.spec import REPO, SpecError, expand, repo_path
 from runner.stages.bilm_stages import call_stage
 
@@ -226,11 +226,9 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
         return "made with other settings"
     # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
     current = stage_sums(wanted.train, repo_path)
-    if "inputs" not in record:  # made before the stage recorded what it read: taken as made from today's files
-        print(f"warning: {path} does not record the checksums of its training files (made before the stage "
-              f"recorded them): taken as made from today's {', '.join(current)}", file=sys.stderr)
-        write_json(path, {**record, "inputs": current})
-    elif changed_sums(record["inputs"], current):
+    if "inputs" not in record:  # not made by this stage (it records what it read): made again
+        return "its record names no checksums of the training files"
+    if changed_sums(record["inputs"], current):
         return f"{', '.join(changed_sums(record['inputs'], current))} changed since they were made"
     for f in record["files"].values():
         vectors = out / f["path"]
@@ -289,18 +287,10 @@ def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
 def archive_vectors(profile: dict, archive: Path) -> None:
     """A multi-session profile keeps the stage's records (not the large vector files, which stay out of git and are
     made again, the same bytes, by a fresh clone that still has runs to do) in RESULTS/vectors/."""
-    import shutil
-
-
     out = repo_path(profile["vectors"]["out"])
     for name in (RECORD, "stages.json"):
         if (out / name).is_file():
-            archive.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(out / name, archive / (name + ".partial"))
-            os.replace(archive / (name + ".partial"), archive / name)
-
-    # the records name no absolute checkout path (the shared mechanism, runner/execution/training.py)
-    make_portable(archive.parent)
+            keep_portable(out / name, archive / name)
 
 
 def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:

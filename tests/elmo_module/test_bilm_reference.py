@@ -46,7 +46,8 @@ def test_bilm_layers_equal_allennlp(tmp_path, arch, stateful):
 
 
 def test_stateful_differs_from_stateless(tmp_path):
-    """The carried state matters (PAPER.md: O(1) differences), and reset_states() brings back the first output."""
+    """The carried state matters (bilm-tf and allennlp carry the state between batches; their reference outputs are
+    stateful), and reset_states() brings back the first output."""
     options, weights = write_random_elmo(tmp_path)
     bilm = load_bilm(options, weights, stateful=True)
     ids = batch_to_ids(SENTENCES[:3])

@@ -1,4 +1,5 @@
-"""Our biLM against a step-by-step float64 reference written from the TF cell equations (PAPER.md "The biLM").
+"""Our biLM against a step-by-step float64 reference written from the TF cell equations (arXiv:1802.05365v2
+Sec. 3.4, p. 4; the cell with cell and projection clip as bilm-tf's LSTMCell).
 
 allennlp refuses biLMs without the residual connection, so this reference is the check for
 ``use_skip_connections: false``; it also runs with the residual, where allennlp agrees with us too.

@@ -449,24 +449,22 @@ def test_made_record_flags_an_untracked_module_in_a_code_folder(tmp_path):
     assert git_commit(tmp_path) == clean + "+changes"
 
 
-def test_archived_records_are_rewritten_without_the_checkouts_absolute_path(tmp_path):
+def test_archived_records_name_no_absolute_path_of_the_checkout(tmp_path):
     """A multi-session profile's archive (runs/, bilm/, vectors/) is committed: its records keep no absolute path of
-    the checkout that made them; records archived before are rewritten by the next results build."""
-    from runner.records import make_portable, repo_relative
+    the checkout that made them (records archived before were rewritten once: tools/migrate_records.py)."""
+    from runner.records import keep_portable, repo_relative
     from tests.conftest import REPO_ROOT
 
     record = {"log": f"{REPO_ROOT}/runs/small/srl/srl-1/log.txt", "command": f"{REPO_ROOT}/.venv/bin/python -m x --out "
               f"{REPO_ROOT}/artifacts/small/bilm", "data": "../shared/data/a.txt", "dev": 0.5}
     assert repo_relative(record) == {"log": "runs/small/srl/srl-1/log.txt", "dev": 0.5, "data": "../shared/data/a.txt",
                                      "command": ".venv/bin/python -m x --out artifacts/small/bilm"}
-    (tmp_path / "runs" / "srl").mkdir(parents=True)
-    (tmp_path / "bilm" / "bilm").mkdir(parents=True)
-    (tmp_path / "runs" / "srl" / "srl-1.json").write_text(json.dumps(record))
-    (tmp_path / "bilm" / "bilm" / "stages.json").write_text(json.dumps([record]))
-    (tmp_path / "bilm" / "bilm" / "options.json").write_text(json.dumps({"lstm": {"dim": 8}}))
-    assert make_portable(tmp_path) == 2 and make_portable(tmp_path) == 0
-    for path in tmp_path.rglob("*.json"):
-        assert str(REPO_ROOT) not in path.read_text(), path
+    (tmp_path / "stages.json").write_text(json.dumps([record]))
+    keep_portable(tmp_path / "stages.json", tmp_path / "kept" / "stages.json")
+    assert json.loads((tmp_path / "kept" / "stages.json").read_text()) == [repo_relative(record)]
+    before = (tmp_path / "kept" / "stages.json").stat().st_mtime_ns
+    keep_portable(tmp_path / "stages.json", tmp_path / "kept" / "stages.json")  # unchanged: not rewritten
+    assert (tmp_path / "kept" / "stages.json").stat().st_mtime_ns == before
 
 
 def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
@@ -484,7 +482,7 @@ def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
 
 
 def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
-    """archive_bilm keeps a stage's records portable, as make_portable would leave them: before, it copied the bytes
+    """archive_bilm keeps a stage's records portable (runner/records.py keep_portable): before, it copied the bytes
     (with this checkout's absolute paths) and every --build-only rewrote them, back and forth."""
     from runner.spec import REPO
     from runner.stages.bilm_stages import archive_bilm

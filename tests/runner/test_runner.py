@@ -690,9 +690,8 @@ def _predictions_run(tmp_path, correct: int, knobs: dict):
 ])
 def test_predictions_of_a_batch_wide_layer_norm_are_kept_with_the_difference(tmp_path, knobs, correct, kept):
     """The SNLI ELMo runs (layer norm over the whole batch, as the paper code) lost their predictions: 68.58 from
-    the predictions pass against 68.72 reported. They are kept now, the difference recorded, and runs finished under
-    the old rule get theirs back while the file is still in model/ (the runner does it as it starts)."""
-    from runner.execution.training import PREDICTIONS, keep_predictions, keep_predictions_again
+    the predictions pass against 68.72 reported. They are kept now, the difference recorded."""
+    from runner.execution.training import PREDICTIONS, keep_predictions
 
     run_dir, metrics = _predictions_run(tmp_path, correct, knobs)
     record = keep_predictions(run_dir / "model", tmp_path, "accuracy", metrics, knobs)
@@ -700,12 +699,6 @@ def test_predictions_of_a_batch_wide_layer_norm_are_kept_with_the_difference(tmp
     assert (tmp_path / PREDICTIONS).is_file() == kept
     if kept and correct != 700:
         assert record["batch_dependent"]["dev"] == {"predictions": 69.8, "reported": 70.0}
-    if kept:  # the file moved: put it back to test the second chance
-        (tmp_path / PREDICTIONS).rename(run_dir / "model" / "unit_predictions.json.gz")
-    assert keep_predictions_again(run_dir) == kept
-    result = json.loads((run_dir / "result.json").read_text())
-    assert ("kept_later" in result["predictions"]) == kept and (run_dir / PREDICTIONS).is_file() == kept
-    assert not keep_predictions_again(run_dir)  # once is enough
 
 
 def test_a_raised_epoch_cap_retrains_only_the_runs_that_ran_to_the_old_one(tmp_path):

@@ -213,12 +213,8 @@ def test_predictions_swapped_between_runs_are_named_and_left_out_of_the_claims(t
     (lambda p: p.unlink(), "is missing"),
 ])
 def test_damaged_predictions_are_named_in_one_line_and_their_run_left_out(tmp_path, capsys, damage, said):
-    from runner.execution.training import adopt_record
-
     runs = _two_system_runs(tmp_path / "runs", {1: 30, 2: 40, 3: 50})
     damage(runs[2][0] / PREDICTIONS)
-    assert adopt_record(runs[2][0]) is False  # the runner's adoption refuses it in one line, no traceback
-    assert "not made the run's number of record" in capsys.readouterr().err or said == "is missing"
     cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
              for col, run in zip(("baseline", "lambda=0.001"), pair)]
     _, _, claims = _build(tmp_path, [TABLE2], cells)
