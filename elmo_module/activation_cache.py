@@ -11,8 +11,9 @@ Stored format (``FORMAT`` 2), compact because the paper's tasks at full size com
 - ``vectors.npy``: float16, one row per stored token: the token layer's first half (layer 0 is [x; x], bilm.py, so
   half of it is stored), then each LSTM layer; memory-mapped when read. float16 keeps 11 significant bits: a
   relative rounding error of at most 2**-11 = 4.9e-4, next to the biLM's own outputs (LSTM layers clipped to
-  [-3, 3], PAPER.md "The biLM") and the task's dropout of 0.5 on the ELMo vector. A value beyond float16's range
-  (65504) stops the build instead of becoming inf.
+  [-3, 3]: the clip value of bilm-tf's released options, bilm-tf bin/train_elmo.py) and the task's dropout of 0.5 on
+  the ELMo vector (arXiv:1802.05365v2 supplement A.6, p. 14). A value beyond float16's range (65504) stops the build
+  instead of becoming inf.
 - ``index.json``: sentence key -> [first row, n tokens]; ``meta.json`` (written last): format, dtype, weights
   checksum, the biLM's precision (``elmo_module.precision``; absent = float32, as every cache before it), data
   checksums, sizes. A run reads only a cache of its own precision: bfloat16's layers are not float32's.

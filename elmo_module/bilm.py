@@ -1,4 +1,5 @@
-"""The ELMo biLM: token layer plus forward and backward LSTM stacks, stateful or stateless (PAPER.md "The biLM")."""
+"""The ELMo biLM: token layer plus forward and backward LSTM stacks, stateful or stateless (arXiv:1802.05365v2
+Sec. 3.4, p. 4; stateful as bilm-tf and allennlp, which the paper does not describe)."""
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import List, NamedTuple, Optional, Tuple

@@ -1,4 +1,5 @@
-"""Character ids exactly as the released biLM expects them (PAPER.md "The biLM"; bilm-tf UnicodeCharsVocabulary).
+"""Character ids exactly as the released biLM expects them (bilm-tf UnicodeCharsVocabulary; the paper says only
+that the input is purely character-based, arXiv:1802.05365v2 Sec. 3.4, p. 4).
 
 A token becomes ``max_chars`` ids: begin-of-word, its UTF-8 bytes (truncated to leave room for the markers),
 end-of-word, then padding. ``<S>``/``</S>`` get their own special ids. Every id is shifted by +1 so that 0 can mean

@@ -1,6 +1,7 @@
 """Raw text for biLM pretraining: tokenizing, the vocabulary, and the parallel streams cut into windows.
 
-PAPER.md "Pretraining" (after bilm-tf's LMDataset): every line (a sentence or paragraph) becomes
+arXiv:1802.05365v2 Sec. 3.4, p. 4 (corpus, epochs); the windows, carried state and reversed text are bilm-tf's
+bilm/data.py LMDataset: every line (a sentence or paragraph) becomes
 ``<S> tokens </S>``, lines are shuffled per epoch and concatenated, the result is cut into B parallel streams, and
 training walks over them in windows of ``unroll`` tokens with the LSTM state carried from one window to the next.
 The backward LM reads the same text reversed, so its state is carried the same way.

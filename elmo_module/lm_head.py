@@ -4,7 +4,8 @@ fresh model's initialisers, and the files that carry the head (vocab.txt, softma
 The language model is ``ElmoBiLm`` (char CNN + highway + projection, forward and backward LSTM stacks) plus one
 softmax over the vocabulary shared by both directions (the token representation is shared too; the LSTMs are not).
 The forward LM predicts the next token from the top forward output, the backward LM the previous token from the top
-backward output (PAPER.md "The biLM"); training them is ``elmo_module.lm_trainer``.
+backward output (arXiv:1802.05365v2 Sec. 3.1, pp. 2–3: token representation and softmax tied across directions,
+separate LSTMs); training them is ``elmo_module.lm_trainer``.
 """
 import math
 import os

@@ -1,9 +1,10 @@
-"""Training the biLM language model (PAPER.md "Pretraining"): the data as windows, held-out perplexity, the trainer
-and its checkpoints (with what --resume checks: the settings, the corpus by content, the architecture).
+"""Training the biLM language model (arXiv:1802.05365v2 Sec. 3.4, p. 4: 10 epochs on the 1B Word Benchmark): the
+data as windows, held-out perplexity, the trainer and its checkpoints (with what --resume checks: the settings, the
+corpus by content, the architecture).
 
-Training follows the paper's recipe: windows of 20 tokens with the state carried between windows, sampled softmax
-with 8192 log-uniform negatives, Adagrad lr 0.2 (initial accumulator 1.0), global-norm clip 10, dropout 0.1; the loss
-is the mean of the forward and backward LM's, as in bilm-tf.
+Training follows bilm-tf's recipe (bin/train_elmo.py, bilm/training.py): windows of 20 tokens with the state carried
+between windows, sampled softmax with 8192 log-uniform negatives, Adagrad lr 0.2 (initial accumulator 1.0),
+global-norm clip 10, dropout 0.1; the loss is the mean of the forward and backward LM's, as in bilm-tf.
 """
 import hashlib
 import math

@@ -1,4 +1,5 @@
-"""The biLM hyperparameters, read from and written to the official ``options.json`` (PAPER.md "The biLM")."""
+"""The biLM hyperparameters, read from and written to the official ``options.json`` (arXiv:1802.05365v2 Sec. 3.4,
+p. 4; the options.json keys are bilm-tf's)."""
 import difflib
 import json
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """``python -m elmo_module pretrain`` and ``python -m elmo_module finetune``: pretrain the ELMo biLM on raw text, and
-fine-tune it on a task's text (PAPER.md "The biLM", "Pretraining"); see README.md "Pretraining".
+fine-tune it on a task's text (arXiv:1802.05365v2 Sec. 3.4, p. 4, and supplement A.1, p. 12); see docs/elmo_core.md
+("pretrain").
 
 The model and its softmax are ``elmo_module.lm_head``; the trainer and its checkpoints ``elmo_module.lm_trainer``.
 """

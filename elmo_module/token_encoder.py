@@ -1,5 +1,5 @@
 """Context-independent token layer: char embeddings -> CNN -> max-pool -> highway -> projection
-(PAPER.md "The biLM")."""
+(arXiv:1802.05365v2 Sec. 3.4, p. 4 (2048 character filters, two highway layers, projection to 512))."""
 from collections import OrderedDict
 
 import torch

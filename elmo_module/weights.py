@@ -1,4 +1,5 @@
-"""Read and write the biLM in the official layout: ``options.json`` + hdf5 (PAPER.md "Weight file layout").
+"""Read and write the biLM in the official layout: ``options.json`` + hdf5 (not in the paper: the layout that
+allennlp's weight loaders in modules/elmo.py and modules/elmo_lstm.py read, with bilm-tf's dataset names).
 
 Files written here load in allennlp's ``Elmo`` and bilm-tf, and theirs load here. Every dataset's shape is checked
 against the options before anything is copied, so a mismatch names the dataset, the expected and the found shape.

@@ -60,3 +60,23 @@ def test_a_free_space_figure_that_is_not_a_number_is_one_line_and_1e9_is_a_numbe
     else:
         assert line == (f"setup_env.sh: ELMO_SETUP_FREE_GB: expected a non-negative number of GB (default 9), "
                         f"found '{value}'"), line
+
+
+@pytest.mark.slow  # runs setup_env.sh
+def test_an_elmo_python_that_is_not_python_is_named_by_the_first_line_it_prints(tmp_path):
+    """ELMO_PYTHON=/bin/false printed coreutils' version, copyright and licence lines, then 'nothing that runs'."""
+    venv = tmp_path / "v"
+    env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": "/bin/false"}
+    result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1 and result.stdout == "" and not venv.exists()
+    [line] = result.stderr.splitlines()
+    first = subprocess.run(["/bin/false", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    assert line == (f"setup_env.sh: ELMO_PYTHON=/bin/false: expected a Python 3.12 or 3.13 interpreter, found "
+                    f"{first}"), line
+    # one that prints nothing, or cannot be run at all
+    for python, found in (("/bin/true", "a program that printed no version"),
+                          (str(tmp_path / "no-python"), "no program of that name")):
+        result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, timeout=120,
+                                env={**env, "ELMO_PYTHON": python})
+        [line] = result.stderr.splitlines()
+        assert result.returncode == 1 and line.endswith(f"interpreter, found {found}"), line

@@ -477,3 +477,39 @@ def test_a_diverged_pretraining_is_a_one_line_error_and_writes_no_biLM(tmp_path,
     assert error.startswith("error: pretraining diverged: held-out perplexity forward inf"), error
     assert "lower --lr (now 10000)" in error
     assert not (tmp_path / "lm" / "weights.hdf5").exists() and not (tmp_path / "lm" / "perplexity.json").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--lr", "0"), ("--lr", "-0.2"), ("--lr", "nan"), ("--lr", "inf"),
+                                         ("--lr", "1e-400"), ("--clip", "0"), ("--clip", "nan")])
+def test_a_learning_rate_or_clip_that_is_not_a_positive_number_is_one_line_before_any_work(flag, value, tmp_path,
+                                                                                          capsys):
+    """`--lr 0` (and `--clip 0`: every gradient scaled to zero) trained nothing and exited 0 with a biLM as initialised;
+    `--lr nan` ended in torch's 18-line traceback (Adagrad's 'Invalid learning rate')."""
+    data = write_corpus(tmp_path)
+    assert pretrain(data, tmp_path / "lm", "--tokens", "80", flag, value) == 2
+    err = capsys.readouterr().err
+    expected = "a finite number > 0" if flag == "--lr" else "a number > 0 (inf: no clipping)"
+    assert err == f"error: {flag}: expected {expected}, found {float(value):g}\n", err
+    assert not (tmp_path / "lm").exists()
+
+
+@pytest.mark.slow  # pretrains twice
+def test_a_resumed_pretraining_that_diverges_is_refused_as_a_fresh_one_is(tmp_path, capsys):
+    """Resumed into divergence (`--resume --lr 1e4`): the same one-line refusal as without --resume, no biLM written
+    over the one the checkpoint's run made, and the advice fits the checkpoint left: this run wrote none, so it is
+    still the one resumed from (removing it, as the fresh run's line says, would throw the good steps away)."""
+    data = write_corpus(tmp_path)
+    out = tmp_path / "lm"
+    assert pretrain(data, out, "--tokens", "80") == 0
+    before = {name: (out / name).read_bytes() for name in ("weights.hdf5", "perplexity.json", "checkpoint.pt")}
+    capsys.readouterr()
+    assert pretrain(data, out, "--tokens", "2000", "--lr", "1e4", "--resume") == 2
+    error = only_error_line(capsys)
+    assert error.startswith("error: pretraining diverged: held-out perplexity forward inf"), error
+    assert f"no biLM written to {out}" in error and "lower --lr (now 10000)" in error, error
+    assert error.endswith(f"{out / 'checkpoint.pt'} is still the one this run resumed from (step 1): resume it with "
+                          f"a lower --lr"), error
+    assert {name: (out / name).read_bytes() for name in before} == before
+    # a checkpoint written by the diverging run: the advice is to start again, resumed or not
+    assert pretrain(data, out, "--tokens", "2000", "--lr", "1e4", "--resume", "--checkpoint-every", "5") == 2
+    assert only_error_line(capsys).endswith(f"remove {out / 'checkpoint.pt'} to start again")

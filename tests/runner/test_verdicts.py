@@ -232,12 +232,12 @@ def test_a_build_that_fails_leaves_the_previous_files_as_they_were(tmp_path, mon
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     (runs[1][1] / "result.json").write_text(json.dumps({**json.loads((runs[1][1] / "result.json").read_text()),
                                                         "dev": 0.99}))  # a new number for the table
-    import runner.analysis.claims
+    import runner.analysis.tables
 
     def broken(*args, **kwargs):
         raise RuntimeError("the claims builder failed")
 
-    monkeypatch.setattr(runner.analysis.claims, "build_claims", broken)
+    monkeypatch.setattr(runner.analysis.tables, "build_claims", broken)  # as tables.py calls it
     with pytest.raises(RuntimeError):
         build_results([TABLE2], cells, PAPER, out, {"profile": "constructed"})
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # table2.md not rewritten, no staging left
