@@ -27,7 +27,9 @@ fi
 # Python 3.12 or 3.13: the lock's oldest wheels that exist for both (spaCy 3.8.7, thinc 8.3.6, numpy 2.2.6,
 # tokenizers 0.15.2, ray 2.45.0; requirements.in says why each). 3.10 and 3.11 are not served by this lock
 # (numpy 2.2.6 and ray 2.45 would install, but the suite is measured on 3.12 and 3.13 only).
-supported() { "$1" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 13)))' >/dev/null 2>&1; }
+# By what it prints, not its exit status alone: /bin/true exits 0 to anything, and was taken for a Python 3.12 (then
+# the old venv removed, and the build stopped at "$venv/bin/python: No such file or directory").
+supported() { [[ $("$1" -c 'import sys; print("python %d.%d" % sys.version_info[:2])' 2>/dev/null) =~ ^python\ 3\.1[23]$ ]]; }
 python=""
 candidates=()
 if [[ -n ${ELMO_PYTHON:-} ]]; then  # the user's choice, and only it
@@ -54,7 +56,16 @@ for candidate in "${candidates[@]}"; do
 done
 if [[ -z $python ]]; then
   if [[ -n ${ELMO_PYTHON:-} ]]; then
-    echo "setup_env.sh: ELMO_PYTHON=$ELMO_PYTHON: expected a Python 3.12 or 3.13 interpreter, found $("$ELMO_PYTHON" --version 2>&1 || echo 'nothing that runs')" >&2
+    # what it says it is, in one line (/bin/false --version prints coreutils' version, then its licence)
+    if ! command -v "$ELMO_PYTHON" >/dev/null 2>&1; then
+      found="no program of that name"
+    else
+      found=$("$ELMO_PYTHON" --version 2>&1 </dev/null || true)
+      found=${found%%$'\n'*}
+      found=${found:0:200}
+      [[ -n $found ]] || found="a program that printed no version"
+    fi
+    echo "setup_env.sh: ELMO_PYTHON=$ELMO_PYTHON: expected a Python 3.12 or 3.13 interpreter, found $found" >&2
   else
     echo "setup_env.sh: Python 3.12 or 3.13 not found (looked at python3.12, python3.13 and python3 on PATH, \$(pyenv root)/versions/3.1[23].*, uv python find). Install one, e.g. 'sudo apt install python3.12 python3.12-venv' (Ubuntu 24.04 has it), 'pyenv install 3.12' or 'uv python install 3.12', or set ELMO_PYTHON=/path/to/python3.12, then run this again." >&2
   fi

@@ -85,6 +85,12 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args) -> TrainingSettings:
+    # before any work: --lr 0 (or --clip 0, every gradient scaled to nothing) trained nothing and wrote the biLM as
+    # initialised, exit 0; --lr nan stopped in torch's Adagrad with a traceback
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise ElmoInputError(f"--lr: expected a finite number > 0, found {args.lr:g}")
+    if not args.clip > 0:
+        raise ElmoInputError(f"--clip: expected a number > 0 (inf: no clipping), found {args.clip:g}")
     if args.threads is not None:
         torch.set_num_threads(max(1, args.threads))
     args.device, line = resolve(args.device)  # refuses a GPU torch cannot run kernels on, before any work
@@ -167,6 +173,8 @@ def run_pretrain(args) -> int:
           f"{trainer.windows_per_epoch} windows of {settings.batch_size}x{settings.unroll} per epoch; "
           f"{'sampled softmax' if len(vocabulary) > settings.negatives else 'full softmax'}")
 
+    resumed_at, saved = trainer.step if checkpoint else None, []  # saved: the steps this run checkpointed
+
     def after_step(t: LmTrainer, loss: float):
         if not math.isfinite(loss):
             raise ElmoInputError(f"training loss became {loss} at step {t.step}; lower --lr or --clip")
@@ -174,6 +182,7 @@ def run_pretrain(args) -> int:
             evaluate()
         if t.step % args.checkpoint_every == 0:
             t.save_checkpoint(checkpoint_path)
+            saved.append(t.step)
 
     progress = _Progress(total, min(trainer.tokens, total), "pretrain")
     started, tokens_before, eval_seconds[0] = time.perf_counter(), trainer.tokens, 0.0
@@ -183,14 +192,20 @@ def run_pretrain(args) -> int:
         progress.close()
     seconds = time.perf_counter() - started - eval_seconds[0]  # training time only
     result = trainer.history[-1] if trainer.history[-1]["step"] == trainer.step else evaluate()
+    # Every evaluation, the checkpoint's earlier ones too when resumed: a resumed run goes through the same check
     diverged = [h for h in trainer.history if not all(math.isfinite(h[k]) for k in ("forward", "backward", "average"))]
     if diverged:  # a finite training loss can hide it (--lr 1e4): a biLM at perplexity inf is no finished biLM
         h = diverged[0]
+        if not checkpoint_path.exists():
+            advice = ""
+        elif resumed_at is not None and not saved and h["step"] > resumed_at:  # the checkpoint is from before it
+            advice = f"; {checkpoint_path} is still the one this run resumed from (step {resumed_at}): resume it " \
+                     f"with a lower --lr"
+        else:  # it holds the diverged weights (written by this run or by the one resumed)
+            advice = f" and remove {checkpoint_path} to start again"
         raise ElmoInputError(f"pretraining diverged: held-out perplexity forward {h['forward']}, backward "
                              f"{h['backward']} after {h['tokens_trained']} tokens (step {h['step']}); no biLM "
-                             f"written to {out}: "
-                             f"lower --lr (now {settings.lr:g}) or --clip" + (f" and remove {checkpoint_path} to "
-                             f"start again" if checkpoint_path.exists() else ""))
+                             f"written to {out}: lower --lr (now {settings.lr:g}) or --clip{advice}")
     trainer.save_checkpoint(checkpoint_path)
     # a resumed run's perplexity.json describes the weights about to be replaced: gone until the new files are all
     # written, so a kill between them never leaves new weights beside the old record (or the reverse)

@@ -80,20 +80,42 @@ def write_atomic(path: Path, data) -> None:
         raise
 
 
+# a JSON string whole, or a bare NaN / Infinity / -Infinity outside strings: where json.loads met a constant
+_JSON_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _no_constant(name: str):
+    raise ValueError(name)
+
+
 def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
-    """(result, None) for a complete result.json; (None, what is wrong) for an empty or truncated one (a disk that
-    filled up, a copy that was cut short): such a run counts as unfinished; (None, None) when there is none."""
+    """(result, None) for a complete result.json; (None, what is wrong, in one line naming the file) for an empty or
+    truncated one (a disk that filled up, a copy that was cut short), one holding NaN or Infinity (Python's json reads
+    them; no metric is either) or bytes that are not UTF-8: such a run counts as unfinished; (None, None) when there
+    is none."""
+    expected = f"{path}: expected a complete JSON result, found"
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         return None, None
     except IsADirectoryError:
         return None, f"{path}: expected a result file, found a directory"
+    except OSError as e:
+        return None, f"{expected} a file that cannot be read ({e.strerror or e})"
     try:
-        result = json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        return None, f"{expected} byte 0x{data[e.start]:02x} at line {line} (not UTF-8)"
+    try:
+        result = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         found = "an empty file" if not text.strip() else f"invalid JSON at line {e.lineno} ({e.msg})"
-        return None, f"{path}: expected a complete JSON result, found {found}"
+        return None, f"{expected} {found}"
+    except ValueError as e:  # NaN, Infinity or -Infinity: the first of them outside a string
+        at = next(m.start(1) for m in _JSON_CONSTANT.finditer(text) if m.group(1))
+        line = text.count("\n", 0, at) + 1
+        return None, f"{expected} {e} at line {line} (no metric is {e})"
     if not isinstance(result, dict):
         return None, f"{path}: expected a JSON object, found {type(result).__name__}"
     # a task run's result (not a failed.json, not a probe's result, which names its probe and sweep) has its metric:

@@ -86,6 +86,14 @@ class Settings:
         gpus_per_run = flags.gpus_per_run
         if gpus_per_run is None:
             gpus_per_run = 1.0 if device == "cuda" and flags.executor == "ray" else 0.0
+        runs_dir = Path(flags.runs_dir or REPO / "runs" / profile["name"]).resolve()
+        results_dir = Path(flags.results_dir or REPO / "results" / profile["name"]).resolve()
+        if runs_dir == results_dir:  # --build-only then found the directory locked by "another runner": itself
+            given = [f"{flag} '{value}'" for flag, value in (("--runs-dir", flags.runs_dir),
+                                                                ("--results-dir", flags.results_dir)) if value]
+            raise SpecError(f"{' and '.join(given)}: expected two directories, found one ({runs_dir}): the runs and "
+                            f"the tables each need their own" + ("" if len(given) == 2 else " (the other is the "
+                                                                 "default for this profile)"))
         return cls(
             profile=flags.profile, only=tuple(flags.only.split(",")) if flags.only is not None else None,
             executor=flags.executor, device=device, jobs=flags.jobs or int(profile.get("jobs", 1)),
@@ -93,8 +101,7 @@ class Settings:
             cpus_per_run=flags.cpus_per_run, gpus_per_run=gpus_per_run,
             cache=not flags.no_cache and bool(profile.get("cache", True)),
             precision=flags.precision, task_precision=flags.task_precision,
-            runs_dir=Path(flags.runs_dir or REPO / "runs" / profile["name"]).resolve(),
-            results_dir=Path(flags.results_dir or REPO / "results" / profile["name"]).resolve(),
+            runs_dir=runs_dir, results_dir=results_dir,
             cache_dir=Path(flags.cache_dir).resolve(), keep_models=flags.keep_models, build_only=flags.build_only,
             redo_stale=flags.redo_stale, baselines_only=flags.baselines_only, check=flags.check,
             fetch_data=flags.fetch_data, wandb=not flags.no_wandb, wandb_project=flags.wandb_project,

@@ -5,6 +5,7 @@ A sweep file (runner/sweeps/<name>.json) lists a table's or figure's runs as kno
 identified by its task and its complete knob settings, so a run shared by two sweeps (Table 1's baseline is Figure
 1's baseline at 100 %) is trained once.
 """
+import codecs
 import difflib
 import hashlib
 import json
@@ -78,13 +79,54 @@ class Cell:
     run: Optional[Run] = None
 
 
+class _Twice(dict):
+    """A JSON object that gives a key twice (json.loads keeps the last without a word): marked by ``_pairs`` and
+    named by ``_twice`` once the whole file is read, with the path of keys to it."""
+
+    def __init__(self, pairs, key):
+        super().__init__(pairs)
+        self.key, self.values = key, [v for k, v in pairs if k == key]
+
+
+def _pairs(pairs) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    return dict(pairs) if twice is None else _Twice(pairs, twice)
+
+
+def _twice(value, path: str = ""):
+    """(dotted key, its values) of the first object in ``value`` that gives a key twice, or None."""
+    if isinstance(value, _Twice):
+        return f"{path}.{value.key}" if path else value.key, value.values
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
+    else:
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value)) if isinstance(value, list) else ()
+    return next((found for where, item in items for found in [_twice(item, where)] if found), None)
+
+
 def _load_json(path: Path, what: str) -> dict:
+    """A profile or sweep file: UTF-8 (a byte-order mark is skipped), JSON, each key of an object once."""
     if not path.is_file():
         raise SpecError(f"{what} '{path}' does not exist")
+    data = path.read_bytes()
     try:
-        return json.loads(path.read_text())
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        at = e.start + (3 if data.startswith(codecs.BOM_UTF8) else 0)
+        line = data[:at].count(b"\n") + 1
+        raise SpecError(f"{what} '{path}': expected UTF-8 text, found byte 0x{data[at]:02x} at line {line}") from None
+    try:
+        loaded = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as e:
         raise SpecError(f"{what} '{path}' is not valid JSON: {e}") from None
+    twice = _twice(loaded)
+    if twice:
+        key, values = twice
+        shown = [repr(v) if len(repr(v)) <= 60 else repr(v)[:56] + " ..." for v in values]
+        raise SpecError(f"{what} '{path}': key '{key}' given twice: expected each key once (JSON would keep only the "
+                        f"last), found {' and '.join(shown)}")
+    return loaded
 
 
 def load_profile(name_or_path: str) -> Tuple[dict, Path]:
@@ -192,6 +234,14 @@ def _check_knob_settings(where: str, key: str, settings, per_task: bool) -> None
             if not isinstance(v, (str, int, float)) or isinstance(v, bool):
                 raise _key_error(where, f"{key}.{name}" + (f".{task}" if task else ""),
                                  "a string" + (" or an object task -> string" if per_task else ""), v)
+            _check_no_spaces(where, f"{key}.{name}" + (f".{task}" if task else ""), v)
+
+
+def _check_no_spaces(where: str, key: str, value) -> None:
+    """A knob value is its run's identity: " 1" passes NUM_EPOCHS' rule as 1 epoch but makes another run id than "1"
+    (the same training twice, never matched with the archive)."""
+    if isinstance(value, str) and value != value.strip():
+        raise _key_error(where, key, "a value without spaces around it (a knob value is part of its run's id)", value)
 
 
 def check_profile(profile, path) -> None:
@@ -353,6 +403,7 @@ def _check_x_axis(where: str, x: dict, columns: list, px: str) -> None:
         raise _key_error(where, f"{px}.knobs", "an object x value -> {knob: value}", point_knobs)
     values = [str(v) for v in x["values"]]
     for i, value in enumerate(values):
+        _check_no_spaces(where, f"{px}.values[{i}]", x["values"][i])
         if value in values[:i] or any(_same_number(value, v) for v in values[:i]):
             # one run would count as two seeds of one point (± 0.00) and the row would outgrow its header
             raise _key_error(where, f"{px}.values[{i}]", "values that differ", x["values"][i])

@@ -63,20 +63,37 @@ def test_a_free_space_figure_that_is_not_a_number_is_one_line_and_1e9_is_a_numbe
 
 
 @pytest.mark.slow  # runs setup_env.sh
-def test_an_elmo_python_that_is_not_python_is_named_by_the_first_line_it_prints(tmp_path):
-    """ELMO_PYTHON=/bin/false printed coreutils' version, copyright and licence lines, then 'nothing that runs'."""
+@pytest.mark.parametrize("python", ["/bin/false", "/bin/true"])
+def test_an_elmo_python_that_is_not_python_is_named_by_the_first_line_it_prints(tmp_path, python):
+    """ELMO_PYTHON=/bin/false printed coreutils' version, copyright and licence lines, then 'nothing that runs';
+    /bin/true (which exits 0 to anything) was taken for a Python 3.12."""
     venv = tmp_path / "v"
-    env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": "/bin/false"}
+    env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": python}
     result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 1 and result.stdout == "" and not venv.exists()
     [line] = result.stderr.splitlines()
-    first = subprocess.run(["/bin/false", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    assert line == (f"setup_env.sh: ELMO_PYTHON=/bin/false: expected a Python 3.12 or 3.13 interpreter, found "
+    first = subprocess.run([python, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    assert line == (f"setup_env.sh: ELMO_PYTHON={python}: expected a Python 3.12 or 3.13 interpreter, found "
                     f"{first}"), line
-    # one that prints nothing, or cannot be run at all
-    for python, found in (("/bin/true", "a program that printed no version"),
+
+
+@pytest.mark.slow  # runs setup_env.sh
+def test_an_elmo_python_that_prints_nothing_or_is_not_there_is_one_line_and_the_old_venv_stays(tmp_path):
+    """A program that exits 0 to anything was taken for a Python 3.12: the old venv was removed, then the build
+    stopped at '$venv/bin/python: No such file or directory'."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "kept").write_text("the old environment\n")
+    quiet = tmp_path / "quiet"
+    quiet.write_text("#!/bin/sh\nexit 0\n")
+    quiet.chmod(0o755)
+    for python, found in ((str(quiet), "a program that printed no version"),
                           (str(tmp_path / "no-python"), "no program of that name")):
-        result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, timeout=120,
-                                env={**env, "ELMO_PYTHON": python})
+        env = {**os.environ, "ELMO_VENV": str(venv), "ELMO_PYTHON": python}
+        result = subprocess.run([str(REPO_ROOT / "setup_env.sh")], capture_output=True, text=True, env=env,
+                                timeout=120)
         [line] = result.stderr.splitlines()
-        assert result.returncode == 1 and line.endswith(f"interpreter, found {found}"), line
+        assert result.returncode == 1 and result.stdout == "", result
+        assert line == (f"setup_env.sh: ELMO_PYTHON={python}: expected a Python 3.12 or 3.13 interpreter, found "
+                        f"{found}"), line
+        assert (venv / "kept").read_text() == "the old environment\n"

@@ -29,8 +29,14 @@ class Dataset:
     why: str = ""  # for convert None: why there is no conversion here yet
 
 
+# origin -> the path under DATA_DIR it is copied to unchanged: the manifest's bytes and sha256 of that path are the
+# origin's own, which runner/data/fetch.py checks each download of it against as it arrives
+UNCHANGED: Dict[str, str] = {}
+
+
 def _copy(unit: str, pairs) -> Callable[[Get], Dict[str, bytes]]:
     """Files used unchanged: (origin, name under the unit)."""
+    UNCHANGED.update((origin, f"{unit}/{name}") for origin, name in pairs)
     return lambda get: {f"{unit}/{name}": get(origin) for origin, name in pairs}
 
 

@@ -18,18 +18,24 @@ the manifest, writing nothing: the byte-for-byte check of docs/data.md.
 """
 import argparse
 import hashlib
+import http.client
+import lzma
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.data.convert import DATASETS, Dataset
+from runner.data.convert import DATASETS, UNCHANGED, Dataset
 from runner.spec import REPO, SpecError, data_dir, load_profile
 
 MANIFEST = Path(__file__).with_name("manifest.tsv")
@@ -100,12 +106,73 @@ def origin_url(origin: str, base: str) -> str:
     return f"{base.rstrip('/')}/{repo}/{commit}/{urllib.parse.quote(path)}"
 
 
+# Downloads that fail for a while (a refused connection, HTTP 429 or 5xx, a body cut short) are tried again, TRIES in
+# all, after waits that double from ELMO_DATA_RETRY_DELAY seconds (default 2: 2, 4, 8 s); each retry is one line.
+TRIES = 4
+sleep = time.sleep  # the waits between tries (tests record them instead)
+_TRANSIENT = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, TimeoutError,
+              http.client.IncompleteRead)
+
+
+def retry_delay() -> float:
+    value = os.environ.get("ELMO_DATA_RETRY_DELAY", "2")
+    try:
+        delay = float(value)
+    except ValueError:
+        delay = math.nan
+    if not (math.isfinite(delay) and delay >= 0):
+        raise SpecError(f"ELMO_DATA_RETRY_DELAY: expected a number of seconds >= 0 (the first wait before a download "
+                        f"is tried again; default 2), found {value!r}")
+    return delay
+
+
+# What a download must start with, by the end of its name: an HTML page served with status 200 (a proxy's, a login or
+# an error page) where an archive or JSON was expected is named as such, and not kept.
+_KINDS = ((".zip", "a zip archive", (b"PK\x03\x04", b"PK\x05\x06")), (".gz", "a gzip file", (b"\x1f\x8b",)),
+          (".tgz", "a gzip file", (b"\x1f\x8b",)), (".xz", "an xz file", (b"\xfd7zXZ\x00",)),
+          (".deb", "a Debian package (ar archive)", (b"!<arch>\n",)), (".json", "JSON", (b"{", b"[")))
+
+
+def _is_html(head: bytes) -> bool:
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return start.startswith(b"<!doctype html") or start.startswith(b"<html")
+
+
+def arrival_problem(path: Path, name: str, expected: Optional[dict] = None) -> Optional[str]:
+    """What is wrong with a download of the file ``name`` just written to ``path``, or None: an HTML page, or not
+    the kind of file its name says (zip, gzip, xz, .deb, JSON), or (``expected``: the manifest's row of the file
+    it is copied to unchanged) another size or sha256."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(512)
+    kind = next(((what, magic) for end, what, magic in _KINDS if name.lower().endswith(end)), None)
+    html = _is_html(head) and not name.lower().endswith((".html", ".htm"))
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n") if kind and kind[0] == "JSON" else head  # JSON: after spaces
+    if html or (kind and not start.startswith(kind[1])):
+        what = kind[0] if kind else f"the data file {name}"
+        found = (f"an HTML page ({size:,} bytes: an error, login or proxy page served as the file?)" if html
+                 else f"{size:,} bytes starting {head[:12]!r}")
+        return f"expected {what}, found {found}"
+    if expected is not None:
+        why = f"(the bytes of {expected['path']} in {MANIFEST.name}, which uses it unchanged)"
+        if size != expected["bytes"]:
+            return f"{size:,} bytes, expected {expected['bytes']:,} {why}"
+        if sha256(path) != expected["sha256"]:
+            return f"sha256 {sha256(path)[:16]}..., expected {expected['sha256'][:16]}... {why}"
+    return None
+
+
 class Downloads:
     """get(origin) -> bytes, each origin downloaded once into ``cache`` (resumable: a complete file is kept, a
-    download cut short is a ``.part`` file started again)."""
+    download cut short is a ``.part`` file started again). Each download is checked as it arrives (arrival_problem,
+    with ``expected``: origin -> the manifest row of the file it is copied to unchanged) and, failing, deleted; one
+    that fails for a while is tried again (TRIES in all, waits doubling from ``delay`` seconds)."""
 
-    def __init__(self, cache: Path, base: str = GITHUB_RAW):
+    def __init__(self, cache: Path, base: str = GITHUB_RAW, expected: Optional[Dict[str, dict]] = None,
+                 tries: int = TRIES, delay: Optional[float] = None):
         self.cache, self.base, self.used = cache, base, set()  # used: the local copies read so far
+        self.expected, self.tries = expected or {}, tries
+        self.delay = retry_delay() if delay is None else delay
 
     def clear(self, paths) -> None:
         """Deletes these local copies (their datasets are made and verified) and the folders they leave empty."""
@@ -125,18 +192,7 @@ class Downloads:
     def __call__(self, origin: str) -> bytes:
         target = self.local(origin)
         if not target.is_file():
-            url = origin_url(origin, self.base)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            part = target.with_name(target.name + ".part")
-            began = time.time()
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
-                    shutil.copyfileobj(response, out, 1 << 20)
-            except OSError as e:
-                part.unlink(missing_ok=True)
-                raise SpecError(f"download {url}: {e}") from None
-            os.replace(part, target)
-            print(f"  got {origin} ({target.stat().st_size / 1e6:.1f} MB, {time.time() - began:.0f} s)", flush=True)
+            self.download(origin, target)
         data = target.read_bytes()
         self.used.add(target)
         pin = split_origin(origin)[1] if split_origin(origin)[0] is None else None
@@ -145,6 +201,57 @@ class Downloads:
             raise SpecError(f"{origin_url(origin, self.base)}: sha256 {hashlib.sha256(data).hexdigest()}, expected "
                             f"{pin}; deleted")
         return data
+
+    def download(self, origin: str, target: Path) -> None:
+        url = origin_url(origin, self.base)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        began = time.time()
+        for attempt in range(1, self.tries + 1):
+            try:
+                why = self._get(url, part)
+            except urllib.error.HTTPError as e:  # an answer: only "too many requests" and server errors pass
+                part.unlink(missing_ok=True)
+                if e.code != 429 and e.code < 500:
+                    raise SpecError(f"download {url}: {e}") from None
+                why = f"HTTP {e.code} {e.reason}"
+            except (OSError, http.client.HTTPException) as e:
+                part.unlink(missing_ok=True)
+                reason = getattr(e, "reason", e)  # urlopen's URLError holds the socket's error
+                if not isinstance(reason, _TRANSIENT) and not isinstance(e, _TRANSIENT):
+                    raise SpecError(f"download {url}: {e}") from None
+                why = str(reason) if isinstance(e, urllib.error.URLError) else f"{type(e).__name__}: {e}"
+            if why is None:
+                break
+            if attempt == self.tries:
+                raise SpecError(f"download {url}: {why}, {self.tries} tries; run the same command again later")
+            wait = self.delay * 2 ** (attempt - 1)
+            print(f"  {url}: {why}; retry {attempt} of {self.tries - 1} in {wait:g} s", flush=True)
+            sleep(wait)
+        repo, pin, _ = split_origin(origin)
+        if repo is None and pin:  # a URL with its sha256: that says it all (and is said as __call__ says it)
+            digest = sha256(part)
+            problem = None if digest == pin else f"sha256 {digest}, expected {pin}"
+        else:
+            problem = arrival_problem(part, urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1],
+                                      self.expected.get(origin))
+        if problem:
+            part.unlink()
+            raise SpecError(f"download {url}: {problem}; deleted")
+        os.replace(part, target)
+        print(f"  got {origin} ({target.stat().st_size / 1e6:.1f} MB, {time.time() - began:.0f} s)", flush=True)
+
+    @staticmethod
+    def _get(url: str, part: Path) -> Optional[str]:
+        """``url`` into ``part``; None once whole, or why to try again (fewer bytes than its Content-Length)."""
+        with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+            declared = response.headers.get("Content-Length", "")
+        got = part.stat().st_size
+        if declared.isdigit() and got < int(declared):
+            part.unlink()
+            return f"cut short ({got:,} of {int(declared):,} bytes)"
+        return None
 
 
 class Snapshots:
@@ -187,6 +294,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# what a conversion raises on origins that are not what it reads (a zip that is not one was a traceback)
+CONVERSION_ERRORS = (SpecError, ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, tarfile.TarError,
+                     lzma.LZMAError)
+
+
 def fetch_unit(dataset: Dataset, rows: Dict[str, dict], root: Path, get) -> List[str]:
     """Makes one dataset under ``root``; returns one line per file that failed (none: all verified)."""
     wanted = {rel: row for rel, row in rows.items() if unit_of(rel) == dataset.unit}
@@ -200,7 +312,7 @@ def fetch_unit(dataset: Dataset, rows: Dict[str, dict], root: Path, get) -> List
     began = time.time()
     try:
         made = dataset.convert(get)
-    except (SpecError, ValueError, KeyError, OSError) as e:
+    except CONVERSION_ERRORS as e:
         return [f"{dataset.unit}: {e}"]
     failed = []
     for rel in wanted:
@@ -227,7 +339,8 @@ def fetch_unit(dataset: Dataset, rows: Dict[str, dict], root: Path, get) -> List
 def fetch(profile: str, into: Path, base: str = GITHUB_RAW, keep_origins: bool = False) -> int:
     rows, units = read_manifest(), profile_units(profile)
     cache = into / ".origins"
-    get = Downloads(cache, base)
+    expected = {origin: {**rows[rel], "path": rel} for origin, rel in UNCHANGED.items() if rel in rows}
+    get = Downloads(cache, base, expected)
     failed, incomplete, done, kept = [], 0, set(), set()
     for unit in units:
         lines = fetch_unit(DATASETS[unit], rows, into, get)
@@ -280,7 +393,7 @@ def verify_conversions(origins: Path, units: Optional[List[str]] = None) -> int:
             continue
         try:
             made = dataset.convert(Snapshots(origins))
-        except (SpecError, ValueError, KeyError, OSError) as e:
+        except CONVERSION_ERRORS as e:
             print(f"| {unit} | {len(wanted)} | not checked | origin not here: {str(e)[:150]} |")
             continue
         same = [rel for rel in wanted if rel in made and hashlib.sha256(made[rel]).hexdigest() == rows[rel]["sha256"]]

@@ -9,6 +9,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import tarfile
 import threading
 import zipfile
@@ -448,6 +450,170 @@ def test_a_pinned_url_origin_is_checked_before_use(tmp_path):
         server.close()
 
 
+class _ScriptedServer:
+    """127.0.0.1 answering each path with its next scripted reply (the last one again once the others are used):
+    (status, body, the Content-Length it declares: None for the body's own)."""
+
+    def __init__(self, replies: dict):
+        asked = self.asked = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                asked.append(self.path)
+                queue = replies[self.path]
+                status, body, length = queue.pop(0) if len(queue) > 1 else queue[0]
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+                self.wfile.write(body)  # fewer bytes than declared: HTTP/1.0, the connection then closes
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    """The waits between tries, recorded instead of slept."""
+    waited = []
+    monkeypatch.setattr(data, "sleep", waited.append, raising=False)
+    return waited
+
+
+HTML = b"\n<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Please sign in</body></html>\n"
+
+
+@pytest.mark.parametrize("name, expected", [("treebank.zip", "a zip archive"), ("x.tar.gz", "a gzip file"),
+                                            ("dev-v1.1.json", "JSON"), ("eng.train", "the data file eng.train")])
+def test_an_html_page_served_with_200_is_named_and_not_kept(name, expected, tmp_path, sleeps):
+    """A proxy's or a login page served with status 200 where an archive or JSON was expected was kept in
+    DIR/.origins/ and failed every later fetch (a conversion error, or a sha256 mismatch) without being fetched
+    again."""
+    server = _ScriptedServer({f"/o/r/c0ffee/data/{name}": [(200, HTML, None)]})
+    try:
+        get = data.Downloads(tmp_path / "cache", server.url, delay=0.01)
+        for tries in (1, 2):
+            with pytest.raises(data.SpecError) as error:
+                get(f"o/r@c0ffee:data/{name}")
+            assert str(error.value) == (f"download {server.url}/o/r/c0ffee/data/{name}: expected {expected}, found "
+                                        f"an HTML page ({len(HTML)} bytes: an error, login or proxy page served as "
+                                        f"the file?); deleted")
+            assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+            assert len(server.asked) == tries and not sleeps  # fetched again, not retried at once
+    finally:
+        server.close()
+
+
+def test_a_download_cut_short_is_removed_and_fetched_again(tmp_path, capsys, sleeps):
+    body = bytes(range(256)) * 40
+    server = _ScriptedServer({"/o/r/c0ffee/big.bin": [(200, body[:1000], len(body)), (200, body, None)]})
+    try:
+        get = data.Downloads(tmp_path / "cache", server.url, delay=0.01)
+        assert get("o/r@c0ffee:big.bin") == body
+        assert len(server.asked) == 2 and sleeps == [0.01]
+        [line] = [line for line in capsys.readouterr().out.splitlines() if "retry" in line]
+        assert line == (f"  {server.url}/o/r/c0ffee/big.bin: cut short (1,000 of 10,240 bytes); retry 1 of 3 in "
+                        f"0.01 s"), line
+        assert not list((tmp_path / "cache").rglob("*.part"))
+    finally:
+        server.close()
+
+
+def test_503_and_429_are_retried_with_growing_waits_and_refused_connections_give_up_after_4_tries(tmp_path, capsys,
+                                                                                                  sleeps):
+    server = _ScriptedServer({"/o/r/c0ffee/f.txt": [(503, b"busy", None), (429, b"slow down", None),
+                                                    (200, b"the file\n", None)]})
+    try:
+        get = data.Downloads(tmp_path / "cache", server.url, delay=0.01)
+        assert get("o/r@c0ffee:f.txt") == b"the file\n"
+        assert len(server.asked) == 3 and sleeps == [0.01, 0.02]
+        lines = [line for line in capsys.readouterr().out.splitlines() if "retry" in line]
+        assert lines == [f"  {server.url}/o/r/c0ffee/f.txt: HTTP 503 Service Unavailable; retry 1 of 3 in 0.01 s",
+                         f"  {server.url}/o/r/c0ffee/f.txt: HTTP 429 Too Many Requests; retry 2 of 3 in 0.02 s"]
+    finally:
+        server.close()
+    closed = server.url  # nothing listens there now: each connection is refused
+    sleeps.clear()
+    with pytest.raises(data.SpecError) as error:
+        data.Downloads(tmp_path / "cache", closed, delay=0.01)("o/r@c0ffee:g.txt")
+    assert str(error.value) == (f"download {closed}/o/r/c0ffee/g.txt: [Errno 111] Connection refused, 4 tries; "
+                                f"run the same command again later")
+    assert sleeps == [0.01, 0.02, 0.04]
+    assert len([line for line in capsys.readouterr().out.splitlines() if "Connection refused; retry" in line]) == 3
+
+
+def test_a_404_is_not_retried(tmp_path, sleeps):
+    server = _ScriptedServer({"/o/r/c0ffee/f.txt": [(404, b"no such file", None)]})
+    try:
+        with pytest.raises(data.SpecError, match="HTTP Error 404"):
+            data.Downloads(tmp_path / "cache", server.url, delay=0.01)("o/r@c0ffee:f.txt")
+        assert len(server.asked) == 1 and not sleeps
+    finally:
+        server.close()
+
+
+def test_an_origin_used_unchanged_is_checked_against_the_manifest_when_it_arrives(tmp_path, monkeypatch, capsys):
+    """CoNLL-2003's files are used as they are: the manifest's size and sha256 of the output are the origin's, so a
+    changed file is refused as it arrives and deleted (it was kept in DIR/.origins/ and failed every rerun)."""
+    files = {name: f"-DOCSTART- -X- O O\n\n{name} NN B-NP O\n".encode() for _, name in data_convert.CONLL_FILES}
+    profile = _stand_in_manifest_and_profile(tmp_path, monkeypatch, {f"conll2003/{n}": b for n, b in files.items()},
+                                             "conll2003/eng.train")
+    site = tmp_path / "site"
+    for origin, name in data_convert.CONLL_FILES:
+        repo, _, rest = origin.partition("@")
+        target = site / repo / rest.replace(":", "/", 1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(files[name] if name != "eng.testa" else files[name] + b"one more line\n")
+    monkeypatch.setenv("ELMO_DATA_RETRY_DELAY", "0.01")
+    server = _Server(site)
+    try:
+        into = tmp_path / "data"
+        assert data.main(["fetch", str(profile), "--into", str(into), "--base-url", server.url]) == 1
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"error: conll2003: download {server.url}/suryasumukh/conll-ner/") and line.endswith(
+            f"/data/eng.testa: {len(files['eng.testa']) + 14} bytes, expected {len(files['eng.testa'])} (the bytes of "
+            f"conll2003/eng.testa in manifest.tsv, which uses it unchanged); deleted"), line
+        assert not list((into / ".origins").rglob("eng.testa"))
+        next(site.rglob("eng.testa")).write_bytes(files["eng.testa"])  # the origin put right: fetched again, made
+        assert data.main(["fetch", str(profile), "--into", str(into), "--base-url", server.url]) == 0
+        assert (into / "conll2003" / "eng.testa").read_bytes() == files["eng.testa"]
+    finally:
+        server.close()
+
+
+def test_a_bad_retry_delay_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ELMO_DATA_RETRY_DELAY", "soon")
+    assert data.main(["fetch", "small", "--into", str(tmp_path), "--base-url", "http://127.0.0.1:9"]) == 2
+    assert capsys.readouterr().err == ("error: ELMO_DATA_RETRY_DELAY: expected a number of seconds >= 0 (the first "
+                                       "wait before a download is tried again; default 2), found 'soon'\n")
+
+
+
+@pytest.mark.slow  # other Pythons
+def test_fetch_needs_neither_torch_nor_allennlp(tmp_path):
+    """`python -m runner.data fetch PROFILE` is for a machine that has no environment yet: a plain Python."""
+    code = ("import runner.data.fetch, sys; bad = sorted({m.split('.')[0] for m in sys.modules} & {'torch', "
+            "'allennlp', 'numpy'}); assert not bad, bad")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    # the whole command, with torch and allennlp made unimportable
+    for name in ("torch", "allennlp"):
+        (tmp_path / f"{name}.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    env["PYTHONPATH"] = f"{tmp_path}:{REPO_ROOT}"
+    done = subprocess.run([sys.executable, "-m", "runner.data", "check", "small", "--into", str(tmp_path / "d")],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr == "", done.stderr  # 1: nothing verified there
+    assert "conll2003: 0 of 3 files verified" in done.stdout
+
 # ---------------------------------------------------------------- DATA_DIR keeps the archived runs
 
 def _planned_ids(profile_name: str):
@@ -527,7 +693,7 @@ def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_pa
     problems = [str(p) for p in stage_files(profile)]
     assert len(problems) == 4 and problems[0].startswith(f"{tmp_path}/data/lm/a.txt: expected the biLM pretraining's "
                                                          "--train file; found nothing there. A file of DATA_DIR")
-    assert "runner.data.fetch fetch PROFILE" in problems[0] and "vectors.train" in problems[3]
+    assert "python -m runner.data fetch PROFILE" in problems[0] and "vectors.train" in problems[3]
     (tmp_path / "data" / "lm" / "heldout").mkdir(parents=True)
     for name in ("a.txt", "b.txt", "heldout/h.txt"):
         (tmp_path / "data" / "lm" / name).write_text("text\n")

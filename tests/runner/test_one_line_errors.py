@@ -71,9 +71,8 @@ def test_a_profile_that_is_not_utf8_is_one_line(tmp_path, capsys, fake_training)
 @pytest.mark.parametrize("change, key", [
     ({"knobs": {"SIZE": "tiny", "NUM_EPOCHS": " 1"}}, "knobs.NUM_EPOCHS"),
     ({"task_knobs": {"ner": {"TRAIN_FRACTION": "0.5 "}}}, "task_knobs.ner.TRAIN_FRACTION"),
-    ({"sweep_overrides": {"table1": {**ONE_COLUMN["table1"], "columns": [{"label": "baseline",
-                                                                           "knobs": {"ELMO": "none", "SIZE": "tiny\t"}}]}}},
-     "columns[0].knobs.SIZE"),
+    ({"sweep_overrides": {"table1": {**ONE_COLUMN["table1"], "columns": [
+        {"label": "baseline", "knobs": {"ELMO": "none", "SIZE": "tiny\t"}}]}}}, "columns[0].knobs.SIZE"),
 ])
 def test_a_knob_value_with_spaces_around_it_is_one_line(change, key, tmp_path, capsys, fake_training):
     """NUM_EPOCHS " 1" trained as 1 epoch under another run id than "1": the same run twice, never matched with the

@@ -526,12 +526,12 @@ def test_a_knob_in_the_environment_is_said_to_be_ignored(tmp_path, capsys, fake_
 
 def test_a_full_disk_that_names_no_file_names_the_directories(tmp_path, capsys, fake_training, monkeypatch):
     """A write() on a full disk names no file; the line used to say 'writing a file'."""
-    import runner.analysis.tables
+    import runner.analysis.build
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(runner.analysis.tables, "build_results", full)
+    monkeypatch.setattr(runner.analysis.build, "build_results", full)  # as the build step calls it
     assert runner_main.main(runner_args(tmp_path, write_profile(tmp_path))) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: no space left on device writing under {tmp_path / 'runs'} (") and \

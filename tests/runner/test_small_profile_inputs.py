@@ -101,12 +101,11 @@ def test_without_word_vectors_the_token_representation_is_elmo_alone(task_env, t
     assert sizes["true"][0] - sizes["false"][0] == sizes["true"][1]
 
 
-def test_without_word_vectors_and_without_elmo_at_the_input_the_config_refuses(task_env):
-    from allennlp.common import Params
+def test_without_word_vectors_and_without_elmo_at_the_input_the_knobs_are_refused():
+    from tasks.knobs import knob_problems  # the rule's one place: allennlp and the runner check it before any run
 
-    task_env(ELMO="output", WORD_VECTORS="false")
-    with pytest.raises(RuntimeError, match="WORD_VECTORS=false needs ELMO=input or both"):
-        Params.from_file(str(REPO_ROOT / "jsonnet_configs" / "srl.jsonnet"))
+    assert knob_problems({"ELMO": "output", "WORD_VECTORS": "false"}) == [
+        "knob WORD_VECTORS = 'false': expected ELMO=input or both beside it, found ELMO='output'"]
 
 
 def test_elmo_alone_trains(train_task):
