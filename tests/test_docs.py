@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 250
 OUR_PACKAGES = {"elmo_module", "runner", "probes", "tasks", "tools"}
@@ -192,6 +194,7 @@ def test_every_relative_link_points_to_a_file_and_heading_that_exist():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_every_documented_command_and_python_block_runs():
     commands, blocks = {}, []
     for f in doc_files():
@@ -208,6 +211,7 @@ def test_every_documented_command_and_python_block_runs():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_a_doc_naming_a_missing_subcommand_option_or_file_is_caught(tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("```bash\n"

@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from elmo_module import batch_to_ids, load_bilm
 from elmo_module.activation_cache import ActivationCache, file_checksum
 from runner.execution.training import child_pythonpath
 from tests.elmo_fixtures import write_random_elmo
+
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # float16 storage: relative rounding error <= 2**-11 (half an ulp of an 11-bit significand); 1e-6 absolute covers

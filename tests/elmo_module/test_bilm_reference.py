@@ -25,6 +25,7 @@ def test_character_ids_match_allennlp():
     assert torch.equal(ours, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stateful", [True, False], ids=["stateful", "stateless"])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_bilm_layers_equal_allennlp(tmp_path, arch, stateful):

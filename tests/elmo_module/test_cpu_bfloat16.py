@@ -103,6 +103,7 @@ needs_a_kernelless_cpu = pytest.mark.skipif(precision.cpu_has_bfloat16(),
                                             reason="this CPU has oneDNN bfloat16 kernels (the fake above covers it)")
 
 
+@pytest.mark.slow
 @needs_a_kernelless_cpu
 def test_on_this_cpu_the_real_pretrain_command_stops_in_one_line_and_writes_nothing(tmp_path):
     data = write_corpus(tmp_path / "corpus")
@@ -117,6 +118,7 @@ def test_on_this_cpu_the_real_pretrain_command_stops_in_one_line_and_writes_noth
     assert not (tmp_path / "lm").exists()
 
 
+@pytest.mark.slow
 @needs_a_kernelless_cpu
 def test_on_this_cpu_the_real_runner_stops_in_one_line_before_any_run(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != precision.ALLOW_SLOW}

@@ -46,6 +46,7 @@ def step(t, window, graphs, monkeypatch, seed=0):
     return t.train_step(*window)
 
 
+@pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_graphed_training_gives_the_eager_losses_and_weights(tmp_path, monkeypatch, precision):
@@ -73,6 +74,7 @@ def test_graphed_training_gives_the_eager_losses_and_weights(tmp_path, monkeypat
     assert torch.allclose(graphed.state[0], eager.state[0], rtol=1e-3, atol=1e-5)  # the carried state too
 
 
+@pytest.mark.gpu
 @needs_cuda
 def test_graphs_hold_at_most_their_limit_per_layer(tmp_path, monkeypatch):
     t = trainer(tmp_path, "cuda")
@@ -90,6 +92,7 @@ def test_cpu_training_captures_no_graph(tmp_path, monkeypatch, one_thread):
     assert not any(m in lstm._graphs for m in layers(t))
 
 
+@pytest.mark.gpu
 @needs_cuda
 def test_ragged_batches_are_not_graphed(monkeypatch):
     """Sentences of different lengths change the shape from batch to batch: a capture each would cost more than the

@@ -74,6 +74,7 @@ def run_cli(*args):
                           cwd=REPO, timeout=120)
 
 
+@pytest.mark.slow
 def test_invalid_utf8_line_is_a_one_line_error_and_nothing_is_written(tmp_path, elmo_files):
     source = tmp_path / "bad.txt"
     source.write_bytes(b"fine line\nanother\nbad \xff byte\n")
@@ -87,6 +88,7 @@ def test_invalid_utf8_line_is_a_one_line_error_and_nothing_is_written(tmp_path, 
     assert not out.exists() and not list(tmp_path.glob("*.partial"))
 
 
+@pytest.mark.slow
 def test_bad_weight_files_are_named(tmp_path, elmo_files):
     source = write_lines(tmp_path / "in.txt", SENTENCES[:1])
     done = run_cli("embed", "--options", str(elmo_files[0]), "--weights", str(source), "--input", str(source),
@@ -163,6 +165,7 @@ def in_private_mount(tmp_path, script: str):
                           cwd=REPO, timeout=120)
 
 
+@pytest.mark.slow
 def test_read_only_directory_and_full_disk_fail_before_the_work(tmp_path, elmo_files):
     source = write_lines(tmp_path / "in.txt", SENTENCES * 300)
     args = " ".join(embed_args(elmo_files, source, "$MNT/out.hdf5")[:-1])
@@ -178,6 +181,7 @@ def test_read_only_directory_and_full_disk_fail_before_the_work(tmp_path, elmo_f
     assert "MiB free (no output written)" in done.stderr and len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_disk_that_fills_during_the_work_is_a_one_line_error_and_leaves_no_output(tmp_path, elmo_files):
     """The embed stops itself at its first batch (ELMO_PAUSE_AT), another process fills the disk, the embed goes
     on: a one-line error, exit 2, nothing left in the directory."""

@@ -16,6 +16,7 @@ def test_a_flag_reads_every_spelling_of_yes_and_no(monkeypatch, value, expected)
     assert env_flag("ELMO_CUDA_GRAPHS", True) is expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variable", ["ELMO_CUDA_GRAPHS", "ELMO_ONEDNN", "ELMO_LSTM_RECURRENCE"])
 def test_the_lstm_switches_read_false_as_off_and_say_what_they_cannot_read(variable):
     name = {"ELMO_CUDA_GRAPHS": "USE_CUDA_GRAPHS", "ELMO_ONEDNN": "USE_ONEDNN",

@@ -141,6 +141,7 @@ def tiny_trainer(tmp_path, precision, negatives=8):
     return LmTrainer(model, vocabulary, LmText(corpus, vocabulary, options.max_chars), settings)
 
 
+@pytest.mark.slow
 def test_mixed_precision_training_lowers_the_loss_as_float32_does_and_keeps_float32_weights(tmp_path):
     curves = {}
     for precision in ("float32", "bfloat16"):
@@ -243,6 +244,7 @@ def test_the_pretraining_check_goes_on_past_one_pass_over_its_training_text(tmp_
     assert all(0 < last[p]["heldout"] < report["evaluations"][0][p]["heldout"] for p in ("float32", "bfloat16"))
 
 
+@pytest.mark.slow
 def test_the_pretraining_check_resumes_from_its_checkpoint_to_the_figures_of_a_run_without_a_stop(tmp_path):
     """tools/precision_pretrain_check.py --checkpoint: a check stopped after its first evaluation and run again with a
     larger --tokens goes on where it stopped (both trainers' weights, optimizer, data position and random streams) and

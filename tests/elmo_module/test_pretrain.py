@@ -86,6 +86,7 @@ def test_simple_tokenizer_splits_punctuation_like_ptb():
         "cases", '"', "..."]
 
 
+@pytest.mark.slow
 def test_pretraining_drives_heldout_perplexity_down(trained):
     _, out = trained
     result = json.loads((out / "perplexity.json").read_text())
@@ -100,6 +101,7 @@ def test_pretraining_drives_heldout_perplexity_down(trained):
     assert json.loads((out / "options.json").read_text())["char_cnn"]["n_characters"] == 262
 
 
+@pytest.mark.slow
 def test_written_model_gives_the_same_embeddings_in_allennlp(trained):
     _, out = trained
     options, weights = str(out / "options.json"), str(out / "weights.hdf5")
@@ -119,6 +121,7 @@ def test_written_model_gives_the_same_embeddings_in_allennlp(trained):
                                    atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_saved_then_loaded_model_has_the_same_perplexity(trained):
     data, out = trained
     reported = json.loads((out / "perplexity.json").read_text())["heldout"]
@@ -130,6 +133,7 @@ def test_saved_then_loaded_model_has_the_same_perplexity(trained):
         assert again[key] == pytest.approx(reported[key], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_training_stacks_compute_what_the_inference_bilm_computes(trained):
     """The pretraining loop runs each direction over its own stream; in eval mode that must be exactly
     ElmoBiLm.contextual (forward left to right, backward right to left) on the same sentence."""
@@ -204,6 +208,7 @@ def test_interrupted_run_leaves_a_checkpoint_and_no_weight_file(tmp_path, monkey
     assert load_bilm(tmp_path / "lm" / "options.json", tmp_path / "lm" / "weights.hdf5") is not None
 
 
+@pytest.mark.slow
 def test_finetuning_lowers_dev_perplexity_on_in_domain_text(trained, tmp_path):
     """The task text puts the object first ("The mat the cat sat on."): new word order, same words."""
     _, lm = trained
@@ -219,6 +224,7 @@ def test_finetuning_lowers_dev_perplexity_on_in_domain_text(trained, tmp_path):
     assert load_bilm(tmp_path / "tuned" / "options.json", tmp_path / "tuned" / "weights.hdf5") is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lr, diverges", [("5", False), ("200", True)])
 def test_finetuning_that_makes_the_biLM_worse_is_said_and_one_that_diverges_writes_nothing(trained, tmp_path, capsys,
                                                                                           lr, diverges):
@@ -266,6 +272,7 @@ def finetune_killed_at(point, lm, tmp_path):
     return command
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["finetune-epoch-written", "softmax-written:2"])
 def test_finetune_killed_after_an_epoch_or_between_its_files_leaves_no_output(trained, tmp_path, point):
     """Killed after epoch 1 of 2, or after epoch 2's softmax.hdf5 but before its weights.hdf5: before the fix the
@@ -282,6 +289,7 @@ def test_finetune_killed_after_an_epoch_or_between_its_files_leaves_no_output(tr
     assert not (tmp_path / "tuned.partial").exists()
 
 
+@pytest.mark.slow
 def test_finetuning_official_style_weights_starts_a_new_softmax(tmp_path):
     options, weights = write_random_elmo(tmp_path, seed=4)
     (tmp_path / "task.txt").write_text(grammar_lines(800, 7))
@@ -327,6 +335,7 @@ def only_error_line(capsys):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_empty_corpus_is_a_one_line_error_from_the_command_line(tmp_path):
     data = write_corpus(tmp_path)
     (data / "train.txt").write_text("\n   \n\n")
@@ -375,6 +384,7 @@ def test_checkpoint_of_another_architecture_or_disagreeing_options_is_a_one_line
     assert "not a readable pretraining checkpoint" in only_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_finetune_weights_or_softmax_that_disagree_with_options_are_one_line_errors(trained, tmp_path, capsys):
     data, lm = trained
     (tmp_path / "dev.txt").write_text(grammar_lines(5, 9))
@@ -410,6 +420,7 @@ def test_sampled_softmax_removes_exactly_the_accidental_hits():
     torch.testing.assert_close(softmax_nll(hidden, targets, weight, bias, negatives), expected)
 
 
+@pytest.mark.slow
 def test_resumed_pretraining_killed_between_its_files_leaves_no_perplexity_record(tmp_path):
     """A pretraining resumed for a second epoch and killed after writing its new softmax.hdf5, before weights.hdf5:
     before the fix the directory still held the first epoch's perplexity.json (a complete-looking record) beside the

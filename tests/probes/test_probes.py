@@ -164,6 +164,7 @@ def _write(path, text):
     return path
 
 
+@pytest.mark.slow
 def test_reader_errors_name_file_and_line(tmp_path):
     xml = _write(tmp_path / "x.data.xml", '<?xml version="1.0" ?>\n<corpus>\n<text id="d0">\n<sentence id="d0.s0">\n'
                                           '<instance id="d0.s0.t0" '
@@ -192,6 +193,7 @@ def test_reader_errors_name_file_and_line(tmp_path):
     assert "Traceback" not in result.stderr and "p.txt:3" in result.stderr
 
 
+@pytest.mark.real_data
 def test_first_sense_baseline_reproduces_the_framework_on_real_data():
     """Our sense keys, first-sense rule and scorer give the framework's published WordNet first-sense F1
     (Raganato et al. 2017, Table 4: SE2 66.8, SE3 66.2, SE07 55.2, SE13 63.0, SE15 67.8, ALL 65.2)."""
@@ -239,6 +241,7 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
         load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
 
 
+@pytest.mark.slow
 def test_a_probe_run_whose_bilm_changed_is_stale(tmp_path, monkeypatch, capsys):
     """Probe runs kept no record of what they read: after a profile's biLM was made again (another machine's bytes)
     the archived probe results stayed "finished" and their tables went on naming the new weights. Now a probe run

@@ -12,6 +12,8 @@ from runner.spec import SpecError
 from runner.stages.bilm_stages import bilm_markdown, bilm_report, prepare_bilm
 from tasks.knobs import KNOBS
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "elmo_module" / "bundled"
 

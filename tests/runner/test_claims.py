@@ -110,6 +110,7 @@ def built(tmp_path_factory):
     return out, summary, claims
 
 
+@pytest.mark.slow
 def test_clear_gain_with_both_views_supports(built):
     _, _, claims = built
     snli = claims["table1.snli"]
@@ -121,6 +122,7 @@ def test_clear_gain_with_both_views_supports(built):
     assert examples["ci"][0] > 0
 
 
+@pytest.mark.slow
 def test_opposite_direction_contradicts_and_missing_predictions_are_named(built):
     out, _, claims = built
     assert claims["table2.snli.last_only>baseline"]["verdict"] == "contradicts"
@@ -133,6 +135,7 @@ def test_opposite_direction_contradicts_and_missing_predictions_are_named(built)
     assert "**supports**" in text and "**contradicts**" in text
 
 
+@pytest.mark.slow
 def test_seed_view_pairs_runs_by_seed_and_still_improving_runs_are_not_decided(built):
     """NER: baseline 80 / 85 / 90, ELMo 86 / 91.5 for seeds 2 and 3: paired by SEED the differences are +1 and
     +1.5; by position they would be +6 and +6.5. ELMo seed 3's best epoch was its last: not decided, and its
@@ -148,6 +151,7 @@ def test_seed_view_pairs_runs_by_seed_and_still_improving_runs_are_not_decided(b
     assert "† [" in table1 and "ner/ELMo: still improving at the epoch cap (dev score rising) for seed(s) 3" in table1
 
 
+@pytest.mark.slow
 def test_fewer_updates_claim_reads_the_learning_curves(built):
     updates = built[2]["sec5.4.snli"]
     # baseline best 0.7 at epoch 3 (1-based); ELMo reaches 0.7 at epochs 2, 1, 2
@@ -155,6 +159,7 @@ def test_fewer_updates_claim_reads_the_learning_curves(built):
     assert updates["views"][0]["values"] == [1, 2, 1] and updates["verdict"] == "not decidable"  # p = 0.12
 
 
+@pytest.mark.slow
 def test_absent_sweeps_are_not_listed_and_probe_claims_use_the_bootstrap(built):
     out, summary, claims = built
     assert not any(c.startswith(("table3", "figure1", "table5")) for c in claims)

@@ -665,6 +665,7 @@ def test_probe_run_ids_do_not_depend_on_data_dir(monkeypatch, tmp_path):
 
 # ---------------------------------------------------------------- the real data and the origins, where present
 
+@pytest.mark.real_data
 def test_the_manifest_matches_the_real_data_folder():
     root = shared_data()
     rows = data.read_manifest()

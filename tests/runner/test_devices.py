@@ -124,6 +124,7 @@ def no_usable_gpu() -> bool:
     return not torch.cuda.is_available()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not no_usable_gpu(), reason="this machine has a usable GPU")
 def test_runner_refuses_cuda_without_a_usable_gpu_in_one_line(tmp_path):
     result = subprocess.run(runner_command(tmp_path, PROFILE, "--device", "cuda"), cwd=REPO, env=runner_env(tmp_path),
@@ -137,6 +138,7 @@ def test_runner_refuses_cuda_without_a_usable_gpu_in_one_line(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not no_usable_gpu(), reason="this machine has a usable GPU")
 def test_embed_and_pretrain_refuse_cuda_and_say_their_device(tmp_path):
     (tmp_path / "in.txt").write_text("a b\n")

@@ -131,6 +131,7 @@ def check(tmp_path, monkeypatch, env, tasks=None, **profile_changes):
     return preflight(profile, runs, cells, tmp_path / "cache", use_cache=True)
 
 
+@pytest.mark.slow
 def test_preflight_passes_on_the_stand_in_and_plans(stand_in, tmp_path, monkeypatch):
     _, env = stand_in
     problems, plan = check(tmp_path, monkeypatch, env)
@@ -143,6 +144,7 @@ def test_preflight_passes_on_the_stand_in_and_plans(stand_in, tmp_path, monkeypa
     assert "activation caches in" in text and "GPU hours: not estimated (the runs are to run on the CPU)" in text
 
 
+@pytest.mark.slow
 def test_readers_read_english_only_and_warn_on_the_other_release(stand_in, caplog):
     from allennlp.common.util import import_module_and_submodules
 
@@ -252,6 +254,7 @@ DEFECTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, defect):
     root, env = stand_in
@@ -274,6 +277,7 @@ def test_preflight_names_each_planted_defect(stand_in, tmp_path, monkeypatch, de
     assert "\n" not in line
 
 
+@pytest.mark.slow
 def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, tmp_path, monkeypatch):
     """Every task reader on its data with a UTF-8 byte-order mark and old-Mac line ends (\\r only), which
     allennlp's readers read as lines (universal newlines): no problem, and as many instances and tokens as the plain
@@ -293,6 +297,7 @@ def test_cr_only_files_with_a_byte_order_mark_read_as_the_plain_ones(stand_in, t
     assert len(data) == 17 and data == [line for line in plain if "instances" in line]
 
 
+@pytest.mark.slow
 def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
     import runner.preflight.checks
 
@@ -303,6 +308,7 @@ def test_preflight_refuses_a_full_disk(stand_in, tmp_path, monkeypatch):
     assert str(tmp_path / "cache") in str(problems[0]) and "--no-cache" in str(problems[0])
 
 
+@pytest.mark.slow
 def test_preflight_refuses_a_cuda_profile_without_a_usable_gpu(stand_in, tmp_path, monkeypatch):
     import elmo_module.device
 
@@ -313,6 +319,7 @@ def test_preflight_refuses_a_cuda_profile_without_a_usable_gpu(stand_in, tmp_pat
     assert reason in str(problems[0])
 
 
+@pytest.mark.slow
 def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeypatch, capsys):
     from runner.__main__ import main
 
@@ -329,6 +336,7 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
     assert "(not fine-tuned: squad, snli, sst, no run of them in this plan)" in out
 
 
+@pytest.mark.slow
 def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
     """`--profile paper --check` used to read the profile's "device": "cuda" and CUDA_DEVICE 0 whatever --device
     said, so a CPU machine (where one checks the inputs before renting GPUs) always failed with "GPU 0: expected a
@@ -346,6 +354,7 @@ def test_paper_check_on_cpu_passes_on_the_stand_in(stand_in, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
     import elmo_module.device
 
@@ -354,6 +363,7 @@ def test_a_gpu_problem_names_the_device_flag(stand_in, tmp_path, monkeypatch):
     assert "add --device cpu to check the inputs (and run) here" in str(problems[0])
 
 
+@pytest.mark.slow
 def test_time_training_batches_measures_a_config(stand_in, monkeypatch):
     """The GPU-hour estimate's timing, run here on CPU on a tiny config (the plan runs it only on a GPU)."""
     from runner.preflight.gpu_estimate import time_training_batches
@@ -370,6 +380,7 @@ def test_time_training_batches_measures_a_config(stand_in, monkeypatch):
 PLACEMENTS = ("none", "input", "output", "both")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task,placement", [(t, p) for t in ("squad", "snli", "srl", "coref", "ner", "sst")
                                             for p in PLACEMENTS])
 def test_every_paper_size_config_trains_on_the_stand_in(stand_in, tmp_path, monkeypatch, task, placement):

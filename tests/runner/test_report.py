@@ -180,6 +180,7 @@ def test_forest_plot_has_one_row_per_counted_claim(tmp_path):
     assert forest_markdown_line(tmp_path) == "![claims](claims.png)" and forest_markdown_line(tmp_path / "x") == ""
 
 
+@pytest.mark.slow
 def test_forest_plot_stays_readable_at_47_rows(tmp_path):
     """Each row keeps its height as rows are added (the figure grows), at 6 rows as at 47."""
     from PIL import Image

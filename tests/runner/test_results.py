@@ -128,6 +128,7 @@ def built(tmp_path_factory, synthetic):
     return out, build_results(*synthetic, out, PROVENANCE)
 
 
+@pytest.mark.slow
 def test_table1_cells_means_std_paper_values_and_error_reduction(built):
     out, _ = built
     table = (out / "table1.md").read_text()
@@ -154,6 +155,7 @@ def test_table1_cells_means_std_paper_values_and_error_reduction(built):
     assert "- **data**:\n  - ner: TRAIN_PATH=a.txt, DEV_PATH=b.txt\n- **weights**: tiny.hdf5" in table
 
 
+@pytest.mark.slow
 def test_table1_lists_the_same_runs_on_dev_seed_by_seed(built):
     out, summary = built
     dev_part = (out / "table1.md").read_text().split("## The same runs on dev", 1)[1]
@@ -167,6 +169,7 @@ def test_table1_lists_the_same_runs_on_dev_seed_by_seed(built):
     assert "same runs on dev" not in (out / "table3.md").read_text()  # a dev table needs no second one
 
 
+@pytest.mark.slow
 def test_table3_reports_dev_beside_the_papers_columns(built):
     out, _ = built
     table = (out / "table3.md").read_text()
@@ -177,6 +180,7 @@ def test_table3_reports_dev_beside_the_papers_columns(built):
     assert row_of(table, "squad") == ["squad", "missing", "85.1", "84.0", "85.6", "missing", "84.8"]
 
 
+@pytest.mark.slow
 def test_figure1_curve_png_lines_and_table(built):
     out, summary = built
     png = (out / "figure1.png").read_bytes()
@@ -219,6 +223,7 @@ def test_figure1_panels_with_their_own_x_values(tmp_path):
                                                                              {"label": "ELMo", "points": 2}]] * 2
 
 
+@pytest.mark.slow
 def test_figure2_mix_weights_averaged_per_task_and_placement(built):
     out, summary = built
     png = (out / "figure2.png").read_bytes()
@@ -242,6 +247,7 @@ def test_figure2_mix_weights_averaged_per_task_and_placement(built):
     assert "table1/ELMo/seed 1 (e1, λ=0.001)" in table
 
 
+@pytest.mark.slow
 def test_summary_json_has_provenance_and_every_cell(built):
     out, summary = built
     on_disk = json.loads((out / "summary.json").read_text())
@@ -323,6 +329,7 @@ def test_runs_made_counts_runs_per_commit_and_those_without_a_record():
     assert runs_made_text(runs_made([None])) == "none finished"
 
 
+@pytest.mark.slow
 def test_every_markdown_file_opens_with_a_short_provenance_block_linking_the_commits(tmp_path, synthetic):
     """A profile made over many sessions: every results file opened with a 10,000-character runs_made line (one
     entry per commit, 78 of them) and the profile's whole description. The block is at most 15 lines of at most 300
@@ -395,6 +402,7 @@ def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
     assert "- **profile**: p" in text
 
 
+@pytest.mark.slow
 def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
     """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
     outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (results portable)."""

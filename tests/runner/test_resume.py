@@ -18,6 +18,8 @@ import runner.execution.training as execute
 from runner.pipeline import plan_from
 from tests.runner.fakes import FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, runner_args, start_runner, write_profile
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 # ---- an unfinished run goes on from its last checkpoint ----------------------------------------------------------
 
 def test_training_code_compared_between_commits(tmp_path):

@@ -14,6 +14,8 @@ import pytest
 from runner.execution.training import child_pythonpath
 from runner.spec import SpecError, expand_cells, load_sweeps, unique_runs
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 REPO = Path(__file__).resolve().parents[2]
 # two quick NER runs (tiny model, 1 epoch, bundled sample data): baseline and ELMo
 PROFILE = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},

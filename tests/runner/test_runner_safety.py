@@ -53,6 +53,7 @@ def test_an_elmo_lambda_out_of_range_is_one_line_naming_the_range():
     assert knob_problems({"ELMO_LAMBDA": "-1"}) and not knob_problems({"ELMO_LAMBDA": "1"})
 
 
+@pytest.mark.slow
 def test_allennlp_train_stops_on_a_bad_knob_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": child_pythonpath(), "TRAIN_FRACTION": "1.5", "SIZE": "tiny", "NUM_EPOCHS": "1",
            "ALLENNLP_CACHE_ROOT": str(tmp_path / "allennlp"), "WANDB": "false"}
@@ -186,6 +187,7 @@ def test_progress_is_one_short_line_per_run_and_the_missing_estimate_said_once(t
 
 # ---- what a finished run read --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training):
     data = tmp_path / "train.txt"
     shutil.copy(NER_TRAIN, data)
@@ -257,6 +259,7 @@ def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys,
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0 and table.is_file()
 
 
+@pytest.mark.slow
 def test_build_only_with_redo_stale_leaves_the_stale_runs_out(tmp_path, capsys, fake_training):
     """A profile partly remade on another machine (small, 2026-11-26): --build-only --redo-stale sets the stale runs
     aside and builds the tables from the others, naming how many were left out; the archived copy of a run set aside
@@ -323,6 +326,7 @@ TRUNCATED = "expected a complete JSON result"
 NO_METRIC = "expected a run's result with 'dev' and 'test' numbers (or one null)"  # was a traceback
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, expected", [("", TRUNCATED), ('{"run_id": "ner-1", "dev": 0.5, "te', TRUNCATED),
                                                ('{"run_id": "ner-1", "dev": "high", "test": null}', NO_METRIC),
                                                ('{"run_id": "ner-1"}', NO_METRIC)])
@@ -453,6 +457,7 @@ def _refusal(process) -> str:
     return error
 
 
+@pytest.mark.slow
 def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
     seen = interrupted_sweep
     b = seen["b"]
@@ -462,6 +467,7 @@ def test_second_runner_on_the_same_runs_dir_is_refused(interrupted_sweep):
     assert len(seen["logs_after_b"]) == 1  # B started no training
 
 
+@pytest.mark.slow
 def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
     """Runner C has its own runs directory but A's results directory: it used to train everything again
     and the tables and archive kept whichever finished last."""
@@ -473,6 +479,7 @@ def test_second_runner_on_the_same_results_dir_is_refused(interrupted_sweep):
     assert not (seen["tmp"] / "runs_c" / "ner").exists()  # C trained nothing
 
 
+@pytest.mark.slow
 def test_build_only_beside_a_runner_is_refused(interrupted_sweep):
     """--build-only took no lock: beside a runner with --redo-stale it restored the archived results of the stale runs
     that runner had just moved aside, so they would have counted as finished (seen on the small profile)."""
@@ -485,6 +492,7 @@ def test_build_only_beside_a_runner_is_refused(interrupted_sweep):
     assert not [f for f in written if f.startswith(str(seen["tmp"] / "results"))], written  # no table built
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_sweep(interrupted_sweep):
     seen = interrupted_sweep
     assert seen["a"].returncode == 130, seen["a_err"][-2000:]
@@ -598,6 +606,7 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")
 
 
+@pytest.mark.slow
 def test_wandb_logs_a_run_beside_a_tensorboard_built_for_a_newer_protobuf(tmp_path):
     """The lent H100 machine (2026-11-27): every run stopped at wandb.init with "MailboxError: transport failed".
     Its image's tensorboard has protobuf >= 5.26 gencode (summary_pb2 imports google.protobuf.runtime_version),

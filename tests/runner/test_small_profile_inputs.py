@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 # srl_propbank_wsj/SOURCES.md and litbank_coref/SOURCES.md (the data's own counts)
 SRL_PREDICATES = {"train": 7032, "dev": 1785, "test": 1590}
 SRL_NO_PREDICATE = {"train": 59, "dev": 11, "test": 14}  # one all-"O" instance each (allennlp's SRL reader)
@@ -33,6 +35,7 @@ def _reader(task: str, validation: bool = False, **knobs):
     return DatasetReader.from_params(Params(config["validation_dataset_reader" if validation else "dataset_reader"]))
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
 def test_srl_reader_reads_every_predicate_of_the_real_propbank_split(task_env, split):
     task_env(SIZE="small")
@@ -46,6 +49,7 @@ def test_srl_reader_reads_every_predicate_of_the_real_propbank_split(task_env, s
     assert all(t == "O" or t[:2] in ("B-", "I-") for t in tags)
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
 def test_coref_reader_reads_every_litbank_document(task_env, split):
     from tasks.coref.gold_counts import gold_counts
@@ -60,6 +64,7 @@ def test_coref_reader_reads_every_litbank_document(task_env, split):
     assert tuple(counts[name] for name in names) == COREF_GOLD[split]
 
 
+@pytest.mark.real_data
 def test_srl_trains_a_few_batches_on_the_real_data(train_task):
     knobs = {f"{s.upper()}_PATH": str(shared_data("srl_propbank_wsj", d))
              for s, d in (("train", "train"), ("dev", "dev"), ("test", "test"))}
@@ -68,6 +73,7 @@ def test_srl_trains_a_few_batches_on_the_real_data(train_task):
     assert metrics["training_loss"] > 0 and 0.0 <= metrics["validation_f1-measure-overall"] <= 1.0
 
 
+@pytest.mark.real_data
 def test_coref_trains_a_few_batches_on_the_real_data(train_task):
     knobs = {"TRAIN_PATH": str(shared_data("litbank_coref", "train")),
              "DEV_PATH": str(shared_data("litbank_coref", "dev")), "TEST_PATH": ""}

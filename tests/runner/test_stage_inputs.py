@@ -19,6 +19,8 @@ from tests.elmo_module.test_pretrain import TINY_OPTIONS, grammar_lines
 from tests.runner.test_runner import PROFILE, runner_command, runner_env
 from tests.runner.test_small_profile_inputs import _corpus
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 REPO = Path(__file__).resolve().parents[2]
 NER_SAMPLE = REPO / "tasks" / "ner" / "sample_data" / "train.txt"
 

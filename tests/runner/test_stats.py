@@ -159,6 +159,7 @@ def test_randomization_test_under_min_units_matches_scipy_exact_permutation_test
     assert view["diff"] != 0 and view["p"] < 1  # a case that tests something
 
 
+@pytest.mark.slow
 def test_ten_documents_all_better_support_the_claim_and_sampled_swaps_agree_with_exact():
     """LitBank's 10 test documents: with ELMo better on every document in every seed, the exact randomization
     test gives p = 2/2^10 and, with a clear seed view, the claim is decided (before, under 30 units the view was

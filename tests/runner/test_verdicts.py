@@ -77,6 +77,7 @@ FIGURE1 = {"name": "figure1", "kind": "curve", "split": "dev", "tasks": ["snli"]
            "columns": [{"label": "baseline"}, {"label": "ELMo"}], "x": {"knob": "TRAIN_FRACTION", "values": ["1.0"]}}
 
 
+@pytest.mark.slow
 def test_two_claims_on_the_same_runs_are_one_test_counted_once(tmp_path):
     runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
     cells = []
@@ -246,6 +247,7 @@ def test_a_build_that_fails_leaves_the_previous_files_as_they_were(tmp_path, mon
 ARCHIVE = REPO / "results" / "small" / "runs"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ARCHIVE.is_dir(), reason="no archive of results/small here")
 def test_every_archived_run_of_small_records_the_metric_of_its_archived_predictions():
     checked = 0

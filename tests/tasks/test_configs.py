@@ -241,6 +241,7 @@ def test_batches_per_epoch_sets_the_training_epoch_and_dev_and_test_stay_whole(k
     assert config["validation_data_loader"] == plain["data_loader"]
 
 
+@pytest.mark.slow
 def test_batches_per_epoch_trains_that_many_batches_per_epoch(tmp_path):
     """A real `allennlp train` (tiny SNLI: 9 training pairs, 3 batches of at most 4; 4 dev pairs, 1 batch): with
     BATCHES_PER_EPOCH=5 each training epoch runs 5 batches, cycling through the data; dev is still one batch."""

@@ -123,6 +123,7 @@ def test_snli_file_without_a_majority_label_is_an_error(tmp_path):
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ - (DEBUG|INFO|WARNING) - ")
 
 
+@pytest.mark.slow
 def test_allennlp_train_on_a_bad_file_prints_the_one_line_error_and_no_traceback(tmp_path):
     """A real ``allennlp train`` (the tasks package comes in through .allennlp_plugins, as for a user): after
     allennlp's own log lines and progress bars, the first line of the error report on stderr is the reader's
@@ -156,6 +157,7 @@ def test_the_traceback_is_printed_after_the_line_when_asked(monkeypatch, capsys)
     assert capsys.readouterr().err == "error: f: line 2: expected x, found y\n" and seen == [KeyError, InputError]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, found", [
     ("hf:conll2003:train", "expected a dataset split of the Hugging Face hub, found none (Couldn't reach the Hugging "
                            "Face Hub for dataset 'conll2003': Offline mode is enabled.); offline, use the task's local "

@@ -14,6 +14,8 @@ from tasks.coref.reader import CheckedCorefReader
 from tasks.elmo_input_sized import elmo_output_dim
 from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = str(REPO_ROOT / "tasks" / "coref" / "sample_data")
 TINY_OPTIONS = str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json")
 
@@ -189,6 +191,7 @@ def test_reader_reads_documents_of_the_sample_tree():
     assert labelled[(1, 1)] == -1  # "met" is in no cluster
 
 
+@pytest.mark.real_data
 def test_reader_reads_real_format_sample_like_allennlp_models():
     from allennlp_models.coref.dataset_readers.conll import ConllCorefReader
 

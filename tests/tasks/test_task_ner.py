@@ -10,6 +10,8 @@ from allennlp.training.metrics import SpanBasedF1Measure
 from tasks.ner.conll2003_reader import CheckedConll2003Reader
 from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = REPO_ROOT / "tasks" / "ner" / "sample_data"
 
 
@@ -88,6 +90,7 @@ def test_bad_input_gives_one_line_error_naming_file_and_line(tmp_path, content, 
     assert_read_error(reader(), path, message)
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("name, sentences", [("eng.train", 14041), ("eng.testa", 3250), ("eng.testb", 3453)])
 def test_real_conll2003_sentence_counts(name, sentences):
     path = shared_data("conll2003", name)

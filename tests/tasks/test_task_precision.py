@@ -182,6 +182,7 @@ def test_the_accuracy_check_profile_pairs_each_bfloat16_run_with_its_float32_twi
         assert twin.run_id == by[(task, "ELMo", seed)].run_id
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_bfloat16_training_on_cuda_keeps_float32_master_weights(train_task):
     model, directory = train_task("ner", {"trainer.optimizer.lr": 0.05}, TASK_PRECISION="bfloat16", NUM_EPOCHS=5,
@@ -191,6 +192,7 @@ def test_bfloat16_training_on_cuda_keeps_float32_master_weights(train_task):
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
+@pytest.mark.real_data
 @needs_cpu_bfloat16  # its SST-5 variants swap in unpacked_lstm: torch's LSTM on a padded batch
 def test_the_speed_benchmark_times_each_variant_on_the_real_data(tmp_path):
     from tests.conftest import shared_data

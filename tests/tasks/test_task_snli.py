@@ -7,6 +7,8 @@ from tasks.snli.snli_reader import CheckedSnliReader
 from tasks.spacy_blank_tokenizer import BlankEnglishSpacyTokenizer
 from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = REPO_ROOT / "tasks" / "snli" / "sample_data"
 
 
@@ -27,6 +29,7 @@ def test_sample_reads_and_drops_no_majority_pairs():
     assert [t.text for t in instances[0]["hypothesis"].tokens] == ["A", "man", "plays", "music", "."]
 
 
+@pytest.mark.real_data
 def test_real_format_sample_reads():
     path = shared_data("format_samples", "snli", "snli.jsonl")
     instances = list(reader().read(str(path)))

@@ -8,6 +8,8 @@ import torch
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 COREF_SAMPLE = str(REPO_ROOT / "tasks" / "coref" / "sample_data" / "train")
 
 
@@ -159,6 +161,7 @@ def test_under_bfloat16_autocast_the_gru_is_torchs_as_before():
     assert torch.equal(got, expected)
 
 
+@pytest.mark.real_data
 def test_speed_bench_puts_the_rearranged_computations_back_for_its_before_variants(task_env, tmp_path):
     import json
 

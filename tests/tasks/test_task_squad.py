@@ -11,6 +11,8 @@ from tasks.squad.squad_reader import CheckedSquad1Reader
 from tasks.squad.squad_v11_eval import evaluate, exact_match_score, f1_score, normalize_answer
 from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = REPO_ROOT / "tasks" / "squad" / "sample_data"
 
 
@@ -58,6 +60,7 @@ def test_sample_reads_with_gold_spans():
     assert first["metadata"].metadata["answer_texts"] == ["Oslo", "in Oslo"]
 
 
+@pytest.mark.real_data
 def test_real_format_sample_reads():
     instances = list(reader().read(str(shared_data("format_samples", "squad", "squad.json"))))
     assert instances

@@ -17,6 +17,8 @@ from tasks.elmo_input_sized import elmo_output_dim
 from tasks.srl.reader import CheckedSrlReader
 from tests.conftest import REPO_ROOT, allennlp_evaluate, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = str(REPO_ROOT / "tasks" / "srl" / "sample_data")
 TINY_OPTIONS = str(REPO_ROOT / "elmo_module" / "bundled" / "tiny_options.json")
 needs_perl = pytest.mark.skipif(shutil.which("perl") is None, reason="perl is needed for srl-eval.pl")
@@ -83,6 +85,7 @@ def test_reader_reads_sample_tree():
     assert set(no_predicate["tags"].labels) == {"O"}
 
 
+@pytest.mark.real_data
 def test_reader_reads_real_format_sample_like_allennlp_models():
     from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
 

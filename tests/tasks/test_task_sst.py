@@ -7,6 +7,8 @@ from allennlp.common.checks import ConfigurationError
 from tasks.sst.sst_reader import CheckedSstReader
 from tests.conftest import REPO_ROOT, allennlp_evaluate, assert_read_error, predictions_after_reload, shared_data
 
+pytestmark = pytest.mark.slow  # trains models or starts runners throughout
+
 SAMPLE = REPO_ROOT / "tasks" / "sst" / "sample_data"
 
 
@@ -19,6 +21,7 @@ def test_sample_reads_roots_or_all_phrases():
     assert [i["label"].label for i in phrases[:9]] == ["4", "2", "2", "2", "4", "4", "2", "4", "2"]
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("name, trees", [("train.txt", 8544), ("dev.txt", 1101), ("test.txt", 2210)])
 def test_real_treebank_tree_counts(name, trees):
     path = shared_data("sst_trees", name)

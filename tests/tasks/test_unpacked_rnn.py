@@ -59,6 +59,7 @@ def test_the_squad_config_uses_it_and_allennlp_builds_it():
     assert "type: 'unpacked_gru'" in text and "type: 'gru'" not in text
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_on_cuda_it_gives_what_it_gives_on_cpu(kind):
