@@ -10,8 +10,8 @@ import argparse
 import os
 import sys
 
+from runner.paths import REPO
 from runner.pipeline import run  # what an invocation does, step by step: this file is the command line only
-from runner.spec import REPO
 
 
 def parse_args(argv=None):

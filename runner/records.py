@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
 from elmo_module.device import cpu_name
-from runner.spec import REPO
+from runner.paths import REPO
 
 
 def differs_from_head(tracked: Sequence[str], untracked: Sequence[str], repo: Path) -> bool:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-from runner.spec import REPO, SpecError
+from runner.paths import REPO
+from runner.spec import SpecError
 
 
 def existing(path: Path) -> Path:

@@ -9,16 +9,15 @@ import codecs
 import difflib
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from runner.paths import REPO, VARIABLE, canonical, data_hint, expand, repo_path
 from tasks.knobs import KNOBS, knob_problems
 
 HERE = Path(__file__).parent
-REPO = HERE.parent
 
 
 # Every sweep kind with the keys its sweep file must have: a new kind is one line here, its builder in
@@ -442,41 +441,6 @@ def _same_number(a: str, b: str) -> bool:
         return False
 
 
-VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-# The data root that ``${DATA_DIR}`` in a profile names when the variable is unset: the folder beside the repository
-# where the suite was built. ``python -m runner.data fetch PROFILE --into DIR`` fills another (runner/data/fetch.py).
-DATA_DIR_DEFAULT = "../shared/data"
-
-
-def data_dir() -> str:
-    """The data root: $DATA_DIR (absolute, or relative to the repository), else DATA_DIR_DEFAULT."""
-    return os.environ.get("DATA_DIR") or DATA_DIR_DEFAULT
-
-
-def expand(value: str) -> str:
-    """``${NAME}`` -> the environment variable NAME (profiles name the user's data and weights this way); an unset
-    variable stays as written, and ``missing_inputs`` reports it; ``${DATA_DIR}`` is never unset (data_dir)."""
-    return VARIABLE.sub(lambda m: data_dir() if m.group(1) == "DATA_DIR" else os.environ.get(m.group(1), m.group(0)),
-                    value)
-
-
-def canonical(value: str) -> str:
-    """A value under the data root written with the default root: what run ids are computed from, so that a profile
-    run on another DATA_DIR keeps the ids of the runs archived in results/<profile>/runs (where the default was)."""
-    root = data_dir().rstrip("/")
-    if root != DATA_DIR_DEFAULT and (value == root or value.startswith(root + "/")):
-        return DATA_DIR_DEFAULT + value[len(root):]
-    return value
-
-
-def data_hint(value: str) -> str:
-    """Where to get a missing file under the data root, '' for any other."""
-    return (f"a file of DATA_DIR ({data_dir()}): python -m runner.data fetch PROFILE --into DIR makes it where it "
-            f"can (docs/data.md), then set DATA_DIR=DIR" if canonical(value).startswith(DATA_DIR_DEFAULT + "/") else "")
-
-
 def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
     knobs, origin = dict(KNOBS), {}
     layers = [("key 'knobs'", profile.get("knobs", {})), (f"key 'task_knobs.{task}'",
@@ -584,11 +548,6 @@ def patience_twin(run: Run, archived: List[dict]) -> Optional[dict]:
                 and cap_free_id(run.task, result.get("knobs") or {}) == key):
             return result
     return None
-
-
-def repo_path(value: str) -> Path:
-    """A path as profiles and knobs give it: absolute, or relative to the repository (where runs start)."""
-    return Path(value) if os.path.isabs(value) else REPO / value
 
 
 def bilm_outputs(profile: dict) -> List[Path]:

@@ -3,7 +3,7 @@ numbers of record) brought to the current one, once; the runner itself reads the
 import json
 
 from runner.execution.evidence import PREDICTIONS
-from runner.spec import REPO
+from runner.paths import REPO
 from tests.runner.test_claims import accuracy, write_run
 from tools.migrate_records import main, migrate
 

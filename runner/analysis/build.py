@@ -8,9 +8,10 @@ from dataclasses import replace
 
 from runner.analysis.replication import write_replication
 from runner.analysis.tables import build_results, cost_markdown, provenance_lines, runs_made
+from runner.paths import REPO
 from runner.records import git_commit, hardware, load_result, write_atomic
 from runner.settings import Settings
-from runner.spec import REPO, Cell, SpecError
+from runner.spec import Cell, SpecError
 from runner.stages.bilm_stages import bilm_markdown, bilm_report
 from runner.stages.word_vectors import write_report as write_vectors_report
 

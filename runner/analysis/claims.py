@@ -30,8 +30,9 @@ import numpy as np
 from runner.analysis import stats
 from runner.analysis.verdicts import review
 from runner.execution.evidence import check_run, percent
+from runner.paths import REPO
 from runner.records import load_result, write_atomic
-from runner.spec import REPO, ran_to_cap, x_axis
+from runner.spec import ran_to_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
 IMPROVING_MIN_RISE = 0.5  # still_improving: and the rise fitted over those epochs, in metric points (%)

@@ -28,8 +28,9 @@ from runner.analysis.claims import (
 )
 from runner.analysis.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.execution.evidence import percent  # noqa: E402
+from runner.paths import REPO
 from runner.records import load_result, repo_relative, write_atomic  # noqa: E402
-from runner.spec import PROBE_KINDS, REPO, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
 # shown beside the task's metric (SQuAD: F1, and EM beside it, official v1.1 script; coref: the CoNLL average without

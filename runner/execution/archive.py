@@ -8,8 +8,9 @@ from pathlib import Path
 
 from runner.execution.freshness import Checksums, input_paths, run_inputs, settle_stale, stale_inputs
 from runner.execution.training import PREDICTIONS
+from runner.paths import repo_path
 from runner.records import load_result, repo_relative, write_json
-from runner.spec import Run, SpecError, patience_twin, repo_path
+from runner.spec import Run, SpecError, patience_twin
 
 LEFT_OUT = "left out of the tables until trained again"  # what --build-only --redo-stale does with a stale run
 

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from runner.paths import repo_path
 from runner.preflight.task_setup import task_config
 from runner.records import load_result
-from runner.spec import SpecError, repo_path
+from runner.spec import SpecError
 from tasks.knobs import KNOBS
 
 # The knobs that name files a run reads; the ELMo ones only for runs with ELMo (a baseline never opens them).

@@ -16,9 +16,10 @@ from typing import Dict, List, Optional, Tuple
 
 from runner.execution.freshness import settle_stale
 from runner.execution.training import last_error_line
+from runner.paths import REPO, canonical, data_hint, expand, repo_path
 from runner.records import write_json
 from runner.settings import Settings
-from runner.spec import PROBE_KINDS, REPO, canonical, data_hint, expand, repo_path
+from runner.spec import PROBE_KINDS
 
 PATH_ARGS = ("train", "dev", "test", "eval", "wordnet", "semcor", "glove")
 
@@ -152,7 +153,7 @@ def run_probes(probes, probe_dir, settings: Settings, checksums) -> None:
     finished and current (a stale one stops the runner, or runs again with --redo-stale)."""
     check_finished_probes(probes, probe_dir, checksums, settings.redo_stale)
     threads = settings.threads or 1
-    cache = settings.cache_dir if settings.cache else None
+    cache = str(settings.cache_dir) if settings.cache else None
     for i, probe in enumerate(probes, 1):
         status = execute_probe(probe, probe_dir[probe], threads, cache, checksums)
         what = (f"done ({status['wall_time_s']}s{', already finished' if status.get('skipped') else ''})"

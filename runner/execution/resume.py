@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from runner.paths import REPO
 from runner.records import differs_from_head
-from runner.spec import REPO
 from runner.stages.caches import elmo_embedder
 
 ATTEMPTS = "attempts.json"  # beside log.txt: each start of an unfinished run (resume_from)

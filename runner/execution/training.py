@@ -25,8 +25,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from runner.execution.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt, percent, split_metric
 from runner.execution.resume import ATTEMPTS, resume_cache, resume_from, training_code_changed
+from runner.paths import REPO
 from runner.records import git_commit, hardware, load_result, made_record, write_json
-from runner.spec import REPO
 
 INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
 HEAVY_FILES = ("best.th", "model.tar.gz")  # the frozen biLM is inside; results do not need them

@@ -24,10 +24,11 @@ from typing import Dict, List, Optional, Tuple
 from elmo_module.activation_cache import bytes_per_token
 from elmo_module.device import cuda_problem
 from elmo_module.options import BiLmOptions
+from runner.paths import REPO, VARIABLE, data_hint, expand, repo_path
 from runner.preflight.gpu_estimate import gpu_plan
 from runner.preflight.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
 from runner.settings import Settings
-from runner.spec import REPO, VARIABLE, SpecError, bilm_outputs, data_hint, expand, repo_path
+from runner.spec import SpecError, bilm_outputs
 from runner.stages.bilm_stages import pretraining_done, stage_options, stages_pending
 from runner.stages.caches import instance_texts, no_cache_reason, task_readers
 from runner.stages.schedule import check_bfloat16

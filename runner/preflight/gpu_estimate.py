@@ -4,8 +4,9 @@ from pathlib import Path
 from typing import Dict, List
 
 from elmo_module.device import cuda_problem, describe
+from runner.paths import repo_path
 from runner.preflight.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
-from runner.spec import bilm_outputs, repo_path
+from runner.spec import bilm_outputs
 
 TIMED_BATCHES = 5
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from runner.spec import REPO, expand
+from runner.paths import REPO, expand
 
 PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
 JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries

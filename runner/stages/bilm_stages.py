@@ -35,8 +35,9 @@ from typing import Dict, List, Optional
 
 from runner.execution.freshness import changed_sums, input_paths, sha256_of, stage_sums
 from runner.execution.training import LIVE, LIVE_LOCK, STOPPING, child_pythonpath, die_with_parent
+from runner.paths import REPO, canonical, expand, repo_path
 from runner.records import keep_portable, repo_relative, write_json
-from runner.spec import REPO, SpecError, canonical, expand, repo_path
+from runner.spec import SpecError
 from runner.stages.caches import read_task_sentences
 
 
@@ -65,8 +66,9 @@ def check_settings(out: Path, stage_args: List[str], what: str) -> None:
     """A stage's output made with other args than the profile's now is neither reused nor resumed (a finished
     pretraining was "done" whatever its args; a checkpoint went on under the new ones): a one-line error naming the
     options that differ. Outputs written before the runner recorded args are not checked. Paths are compared as the
-    files they name under the default data root (spec.canonical): a stage recorded with ``../shared/data/x`` was made
-    by a profile now written ``${DATA_DIR}/x``, whatever DATA_DIR is (the bytes are keyed apart: _changed)."""
+    files they name under the default data root (runner/paths.py canonical): a stage recorded with
+    ``../shared/data/x`` was made by a profile now written ``${DATA_DIR}/x``, whatever DATA_DIR is (the bytes are
+    keyed apart: _changed)."""
     path = out / SETTINGS
     if not path.is_file():
         return

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from runner.spec import REPO
+from runner.paths import REPO
 
 ELMO_KEY = "elmo_module"  # the token-indexer key of jsonnet_configs/elmo.libsonnet
 

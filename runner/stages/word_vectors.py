@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from runner.execution.freshness import changed_sums, sha256_of, stage_sums
+from runner.paths import REPO, expand, repo_path
 from runner.records import keep_portable, repo_relative
-from runner.spec import REPO, SpecError, expand, repo_path
+from runner.spec import SpecError
 from runner.stages.bilm_stages import call_stage
 
 RECORD = "vectors.json"

@@ -492,7 +492,7 @@ def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
 def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
     """archive_bilm keeps a stage's records portable (runner/records.py keep_portable): before, it copied the bytes
     (with this checkout's absolute paths) and every --build-only rewrote them, back and forth."""
-    from runner.spec import REPO
+    from runner.paths import REPO
     from runner.stages.bilm_stages import archive_bilm
 
     out = tmp_path / "artifacts" / "bilm"
