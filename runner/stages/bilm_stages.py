@@ -85,7 +85,8 @@ def check_settings(out: Path, stage_args: List[str], what: str) -> None:
                if old_files.get(name) != new_files.get(name)]
     if changed:
         raise SpecError(f"{what}: {out} was made with other settings than the profile's ({'; '.join(changed)}): "
-                        f"remove {out} to make it again, or put the profile's args back")
+                        f"remove {out} to make it again (the finished runs that read it are then stale), or put "
+                        f"the profile's args back")
 
 
 def _record_settings(out: Path, stage_args: List[str], inputs: Dict[str, Optional[str]], outputs: dict = None) -> None:
@@ -481,6 +482,16 @@ def _stage_dirs(profile: dict) -> List[tuple]:
     dirs = [("pretrain", repo_path(spec["pretrain"]["out"]))] if "pretrain" in spec else []
     fine = spec.get("finetune") or {}
     return dirs + [("finetune", repo_path(fine["out"].format(task=t))) for t in fine.get("tasks", [])]
+
+
+def check_stage_settings(profile: dict) -> None:
+    """Every biLM stage made here against the profile's args now, whether runs are left to do or not: a stage made
+    with other settings is refused in one line (check_settings), never taken as the profile's (its finished runs
+    would keep a biLM the profile no longer describes)."""
+    spec = profile.get("bilm") or {}
+    for kind, out in _stage_dirs(profile):
+        args = spec["pretrain"]["args"] if kind == "pretrain" else (spec.get("finetune") or {}).get("args", [])
+        check_settings(out, args, "biLM pretraining" if kind == "pretrain" else f"biLM fine-tuning ({out.name})")
 
 
 def archive_bilm(profile: dict, archive: Path) -> None:

@@ -12,9 +12,16 @@ from runner.plan import wanted_probes
 from runner.records import load_result, write_json
 from runner.settings import Settings
 from runner.spec import SpecError, bilm_outputs, missing_inputs
-from runner.stages.bilm_stages import archive_bilm, check_stage_outputs, prepare_bilm, stage_option, stages_pending
+from runner.stages.bilm_stages import (
+    archive_bilm,
+    check_stage_outputs,
+    check_stage_settings,
+    prepare_bilm,
+    stage_option,
+    stages_pending,
+)
 from runner.stages.caches import ensure_cache, no_cache_reason
-from runner.stages.word_vectors import prepare_vectors, vectors_pending
+from runner.stages.word_vectors import check_vectors_settings, prepare_vectors, vectors_pending
 
 
 def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
@@ -31,6 +38,9 @@ def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
 
     vectors_pending(profile)  # a stage output that no longer matches its record stops here, runs to do or not
     check_stage_outputs(profile)
+    check_stage_settings(profile)  # and a stage made with other settings than the profile's now
+    if not unrun:  # (with runs to do the vectors stage makes them again: the finished runs then turn stale)
+        check_vectors_settings(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not settings.baselines_only and any(r.uses_elmo for r in unrun)
     pending = stages and stages_pending(profile, task_knobs)

@@ -44,6 +44,7 @@ from runner.spec import SpecError
 from runner.stages.bilm_stages import call_stage
 
 RECORD = "vectors.json"
+OTHER_SETTINGS = "made with other settings"
 NEIGHBOUR_WORDS = ("king", "France", "good", "Monday", "computer", "play", "bank", "seven")
 
 
@@ -224,7 +225,10 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
         return "not made yet"
     wanted = parse_args([*args, "--out", str(out)])
     if record.get("settings") != settings(wanted):
-        return "made with other settings"
+        now = settings(wanted)
+        changed = [f"{k} {record.get('settings', {}).get(k)} -> {now[k]}" for k in now
+                   if (record.get("settings") or {}).get(k) != now[k]]
+        return f"{OTHER_SETTINGS} ({'; '.join(changed)})"
     # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
     current = stage_sums(wanted.train, repo_path)
     if "inputs" not in record:  # not made by this stage (it records what it read): made again
@@ -256,6 +260,18 @@ def stage_args(profile: dict) -> List[str]:
         pattern = expand(pattern)
         train += sorted(glob.glob(pattern, root_dir=REPO)) if glob.has_magic(pattern) else [pattern]
     return ["--train", *train, *(["--dims", *spec["dims"]] if spec.get("dims") else []), *spec.get("args", [])]
+
+
+def check_vectors_settings(profile: dict) -> None:
+    """With no run left to do the stage does not run: vectors made with other settings than the profile's are then
+    refused in one line (the finished baselines read them), never taken as the profile's."""
+    if not profile.get("vectors"):
+        return
+    out = repo_path(profile["vectors"]["out"])
+    why = to_make(out, stage_args(profile)) if (out / RECORD).is_file() else None
+    if why and why.startswith(OTHER_SETTINGS):
+        raise SpecError(f"word vectors: {out} was {why[len('made '):]}: remove {out} to make them again (the "
+                        f"finished runs that read them are then stale), or put the profile's args back")
 
 
 def vectors_pending(profile: dict) -> bool:

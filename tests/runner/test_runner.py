@@ -238,7 +238,8 @@ def test_profile_bilm_is_pretrained_finetuned_used_and_not_redone(tmp_path):
     assert fifth.returncode == 2 and "Traceback" not in fifth.stderr, fifth.stderr[-2000:]
     assert fifth.stderr.splitlines()[0] == (
         f"error: biLM pretraining: {tmp_path / 'bilm'} was made with other settings than the profile's (--precision "
-        f"(absent) -> bfloat16): remove {tmp_path / 'bilm'} to make it again, or put the profile's args back")
+        f"(absent) -> bfloat16): remove {tmp_path / 'bilm'} to make it again (the finished runs that read it are then "
+        f"stale), or put the profile's args back")
     profile["bilm"]["pretrain"]["args"] = pretrain_args
     profile["bilm"]["finetune"]["args"] = ["--batch-size", "2", "--unroll", "5", "--threads", "1"]
     sixth = run()
