@@ -29,7 +29,7 @@ import numpy as np
 
 from runner.analysis import stats
 from runner.analysis.verdicts import review
-from runner.execution.evidence import check_run, percent
+from runner.execution.evidence import check_run, percent, record_mismatch
 from runner.paths import REPO
 from runner.records import load_result, write_atomic
 from runner.spec import ran_to_cap, x_axis
@@ -102,7 +102,9 @@ class Runs:
                 continue
             label = f"{cell.task}/{cell.column}" + (f"/{cell.x}" if cell.x else "") + f" seed {cell.seed}"
             if run_dir not in checked:
-                checked[run_dir] = check_run(result, run_dir)
+                mismatch = record_mismatch(result, run_dir, cell.task, cell.seed,
+                                           cell.run.knob_dict if cell.run else None)
+                checked[run_dir] = (mismatch, None) if mismatch else check_run(result, run_dir)
             why, predictions = checked[run_dir]
             run = {"result": result, "run_dir": run_dir, "label": label, "predictions": predictions}
             if why:
@@ -562,7 +564,7 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
     added_later = {(s["name"], task): set(entry.get("seeds", [])) for s in sweeps
                    for task, entry in (s.get("seeds_added_later") or {}).items()}
     for label, why in runs.excluded.items():
-        print(f"warning: {label} left out of the claims: {why}", file=sys.stderr, flush=True)
+        print(f"warning: {label} left out of the claims and the tables: {why}", file=sys.stderr, flush=True)
     claims = [evaluate(c, runs, added_later) for c in catalogue(sweeps, paper, runs)]
     if "table1" in split_of:
         table1 = next(s for s in sweeps if s["name"] == "table1")

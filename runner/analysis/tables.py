@@ -27,7 +27,7 @@ from runner.analysis.claims import (
     still_improving,  # noqa: E402
 )
 from runner.analysis.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
-from runner.execution.evidence import percent  # noqa: E402
+from runner.execution.evidence import check_run, percent, record_mismatch  # noqa: E402
 from runner.paths import REPO
 from runner.records import load_result, repo_relative, write_atomic  # noqa: E402
 from runner.spec import PROBE_KINDS, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
@@ -48,12 +48,20 @@ def portable(path, keep: int = 2) -> str:
     return str(Path("<runs dir>", *path.parts[-keep:])) if path.is_absolute() else str(path)
 
 
-def read_run(run_dir: Path, split: str) -> dict:
-    """One run's state: ok (value in %, from `split`; test=null falls back to dev), crashed (log) or missing."""
+def read_run(run_dir: Path, split: str, cell: Optional[Cell] = None) -> dict:
+    """One run's state: ok (value in %, from `split`; test=null falls back to dev), crashed (log) or missing. With
+    the ``cell`` it is read for, a record that is another run's (evidence.record_mismatch) or whose number is not its
+    predictions' (evidence.check_run) is missing, with the problem: one number per run in every table and claim (the
+    claims name each such run in one line)."""
     result_path, failed_path = Path(run_dir) / "result.json", Path(run_dir) / "failed.json"
     result, problem = load_result(result_path)
     if problem:  # empty or cut short (a full disk): unfinished, the runner redoes it and names it in a warning
         return {"status": "missing", "problem": problem}
+    if result is not None and cell is not None:
+        why = (record_mismatch(result, run_dir, cell.task, cell.seed, cell.run.knob_dict if cell.run else None)
+               or check_run(result, run_dir)[0])
+        if why:
+            return {"status": "missing", "problem": why}
     if result is not None:  # a result wins over a failed.json left beside it by an earlier attempt
         value, dev_fallback = result.get(split), False
         if value is None and split == "test":
@@ -86,7 +94,7 @@ def read_run(run_dir: Path, split: str) -> dict:
 
 def aggregate(cells: list, split: str) -> dict:
     """Mean ± sample std over the finished seeds of one (task, column, x) cell."""
-    runs = [dict(read_run(c.run_dir, split), seed=c.seed, run_dir=portable(c.run_dir)) for c in cells]
+    runs = [dict(read_run(c.run_dir, split, c), seed=c.seed, run_dir=portable(c.run_dir)) for c in cells]
     values = [r["value"] for r in runs if r["status"] == "ok"]
     for run in runs:
         if "log" in run:

@@ -84,6 +84,26 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
     return out
 
 
+# The knobs that tell the runs of one cell from another's: a record showing other values is another run's record
+IDENTITY_KNOBS = ("ELMO", "ELMO_MIX", "ELMO_LAMBDA", "ELMO_LAYER_NORM", "WORD_VECTORS", "TRAIN_FRACTION", "SEED")
+
+
+def record_mismatch(result: dict, run_dir: Path, task: str, seed: int, knobs: Optional[dict] = None) -> Optional[str]:
+    """Why a finished run's record is not the record of the run it is read for, in one line, or None: its run id
+    (the directory's name), task, seed or identifying knobs differ from the run's (a record copied over another's)."""
+    path = Path(run_dir) / "result.json"
+    for key, want in (("run_id", Path(run_dir).name), ("task", task), ("seed", seed)):
+        if result.get(key) is not None and result[key] != want:
+            return f"{path} records {key} {result[key]!r}, expected {want!r}: the record of another run"
+    recorded = result.get("knobs") if isinstance(result.get("knobs"), dict) else {}
+    differ = [k for k in IDENTITY_KNOBS if knobs and k in knobs and k in recorded and str(recorded[k]) != str(knobs[k])]
+    if differ:
+        found = ", ".join(f"{k}={recorded[k]}" for k in differ)
+        return (f"{path} records {found}, expected {', '.join(f'{k}={knobs[k]}' for k in differ)}: the record of "
+                f"another run")
+    return None
+
+
 def check_run(result: dict, run_dir: Path) -> Tuple[Optional[str], Optional[dict]]:
     """(why the run's archived predictions are not the evidence behind its recorded numbers, in one line, or None;
     the predictions read, for the caller to use rather than read them again, or None): the file is missing or

@@ -6,6 +6,7 @@ results/small where it is present, every run's number of record equal to the met
 import gzip
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,7 @@ def test_seeds_needed_follows_the_paired_t_power_and_says_when_no_number_will_do
     assert n is None and "within the noise" in why
 
 
-def _two_system_runs(root: Path, gains: dict, n_units: int = 400, rng_seed: int = 0):
+def _two_system_runs(root: Path, gains: dict, n_units: int = 400, rng_seed: int = 0, task: str = "snli"):
     """Baseline and ELMo runs (SNLI accuracy) per seed: ELMo right on the baseline's pairs and on ``gains[seed]``
     more (a negative gain: wrong on that many of the baseline's)."""
     rng = np.random.default_rng(rng_seed)
@@ -59,8 +60,8 @@ def _two_system_runs(root: Path, gains: dict, n_units: int = 400, rng_seed: int 
         other = base.copy()
         pool = np.flatnonzero(~base if gain > 0 else base)
         other[rng.choice(pool, abs(gain), replace=False)] = gain > 0
-        runs[seed] = (write_run(root / f"b{seed}", "snli", seed, accuracy(base)),
-                      write_run(root / f"e{seed}", "snli", seed, accuracy(other)))
+        runs[seed] = (write_run(root / f"b{seed}", task, seed, accuracy(base)),
+                      write_run(root / f"e{seed}", task, seed, accuracy(other)))
     return runs
 
 
@@ -143,7 +144,7 @@ def test_holm_within_a_family_turns_a_lone_raw_support_into_not_decidable(tmp_pa
     cells = []
     for i, task in enumerate(sweep["tasks"]):
         gains = {1: 20, 2: 26, 3: 32} if task == "snli" else {1: 1, 2: -1, 3: 1}
-        for seed, pair in _two_system_runs(tmp_path / task, gains, rng_seed=i).items():
+        for seed, pair in _two_system_runs(tmp_path / task, gains, rng_seed=i, task=task).items():
             cells += [Cell("table1", task, col, None, seed, run_dir=run)
                       for col, run in zip(("baseline", "ELMo"), pair)]
     _, _, claims = _build(tmp_path, [sweep], cells)
@@ -262,3 +263,36 @@ def test_every_archived_run_of_small_records_the_metric_of_its_archived_predicti
             assert value == pytest.approx(split_metric(data, split), abs=0.01), f"{path} {split}"
         checked += 1
     assert checked >= 100
+
+
+def test_a_record_copied_over_another_runs_is_left_out_of_the_tables_and_the_claims(tmp_path, capsys):
+    """The audit's case: ELMo seed 2's result.json and predictions copied into seed 1's run directory gave a table
+    cell of '24.0 ± 0.0' and a seed t-test of p = 0, without a word."""
+    from runner.analysis.tables import aggregate
+
+    runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
+    for name in ("result.json", PREDICTIONS):
+        shutil.copyfile(runs[2][1] / name, runs[1][1] / name)
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=run) for seed, pair in runs.items()
+             for col, run in zip(("baseline", "lambda=0.001"), pair)]
+    elmo = aggregate([c for c in cells if c.column == "lambda=0.001"], "dev")
+    assert elmo["seeds_finished"] == 2 and sorted(elmo["by_seed"]) == [2, 3]
+    assert "records run_id 'e2', expected 'e1'" in next(r["problem"] for r in elmo["runs"] if r["seed"] == 1)
+    _, _, claims = _build(tmp_path, [TABLE2], cells)
+    assert claims["table2.snli.lambda=0.001>baseline"]["seeds"] == [2, 3]
+    err = [line for line in capsys.readouterr().err.splitlines() if "left out" in line]
+    assert err == [f"warning: snli/lambda=0.001 seed 1 left out of the claims and the tables: {runs[1][1]}/result.json "
+                   f"records run_id 'e2', expected 'e1': the record of another run"]
+
+
+def test_a_hand_edited_number_is_left_out_of_the_tables_too(tmp_path):
+    """The audit's case: a test number edited by hand (predictions intact) was left out of the claims but used,
+    unmarked, in the table."""
+    from runner.analysis.tables import aggregate
+
+    runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
+    result = json.loads((runs[2][1] / "result.json").read_text())
+    (runs[2][1] / "result.json").write_text(json.dumps({**result, "dev": result["dev"] + 0.1}))
+    cells = [Cell("table2", "snli", "lambda=0.001", None, seed, run_dir=pair[1]) for seed, pair in runs.items()]
+    elmo = aggregate(cells, "dev")
+    assert sorted(elmo["by_seed"]) == [1, 3] and elmo["status"] == "partial"
