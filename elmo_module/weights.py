@@ -5,6 +5,7 @@ Files written here load in allennlp's ``Elmo`` and bilm-tf, and theirs load here
 against the options before anything is copied, so a mismatch names the dataset, the expected and the found shape.
 """
 import os
+import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -79,24 +80,55 @@ def _open(path, mode="r"):
         raise ElmoInputError(f"weight file '{path}' is not a readable HDF5 file ({str(e).splitlines()[0]})") from None
 
 
-def layout_mismatches(weights_path, options: BiLmOptions) -> List[Tuple[str, tuple, Optional[tuple]]]:
-    """(dataset, shape the options need, shape in the file or None if absent) for every dataset of the layout that
-    disagrees; reads only the file's metadata (a preflight checks the 374 MB official file without loading it)."""
+# The datasets of the biLM's own layers: one in the file that the options do not read is a trained layer they would
+# drop (lstm.n_layers 1, or char_cnn.n_highway 0, with weights of two), silently, at every forward
+_LAYER_DATASET = re.compile(r"^(CNN/[Wb]_cnn_\d+|CNN_high_\d+/.+|CNN_proj/.+"
+                            r"|RNN_\d+/RNN/MultiRNNCell/Cell\d+/LSTMCell/.+)$")
+
+
+def layout_mismatches(weights_path, options: BiLmOptions) -> List[Tuple[str, Optional[tuple], Optional[tuple]]]:
+    """(dataset, shape the options need or None if they do not use it, shape in the file or None if absent) for
+    every dataset of the layout that disagrees, then every layer's dataset in the file that the options do not read;
+    reads only the file's metadata (a preflight checks the 374 MB official file without loading it)."""
+    layout = dict(_layout(options))
+    stored = []
     with _open(weights_path) as f:
-        found = {name: tuple(f[name].shape) if name in f else None for name, _ in _layout(options)}
-    return [(name, shape, found[name]) for name, shape in _layout(options) if found[name] != shape]
+        found = {name: tuple(f[name].shape) if name in f else None for name in layout}
+        f.visititems(lambda name, item: stored.append((name, tuple(item.shape))) if hasattr(item, "shape") else None)
+    return ([(name, shape, found[name]) for name, shape in layout.items() if found[name] != shape]
+            + [(name, None, shape) for name, shape in stored if name not in layout and _LAYER_DATASET.match(name)])
+
+
+def mismatch_text(name: str, shape: Optional[tuple], found: Optional[tuple], options_source: str) -> str:
+    """One dataset of layout_mismatches, as its line says it."""
+    if shape is None:
+        return (f"dataset '{name}' (shape {found}) is a trained layer that {options_source} does not use (expected "
+                f"options that read every layer of the weights: lstm.n_layers, char_cnn.n_highway, char_cnn.filters)")
+    if found is None:
+        return f"dataset '{name}' is missing (expected shape {shape} from {options_source})"
+    return f"dataset '{name}' has shape {found} but {options_source} expects {shape}"
+
+
+def nonfinite_dataset(weights_path, options: BiLmOptions) -> Optional[str]:
+    """The first dataset of the layout holding NaN or infinity (a diverged or damaged biLM), else None."""
+    with _open(weights_path) as f:
+        for name, _ in _layout(options):
+            if name in f and not np.isfinite(f[name][...]).all():
+                return name
+    return None
 
 
 def read_arrays(weights_path, options: BiLmOptions, options_source: str = "options") -> Dict[str, np.ndarray]:
     """All datasets of the layout as float32 arrays, after checking that each exists with the expected shape."""
     for name, shape, found in layout_mismatches(weights_path, options)[:1]:
-        if found is None:
-            raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' is missing "
-                                 f"(expected shape {shape} from {options_source})")
-        raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' has shape {found} but "
-                             f"{options_source} expects {shape}")
+        raise ElmoInputError(f"weight file '{weights_path}': {mismatch_text(name, shape, found, options_source)}")
     with _open(weights_path) as f:
-        return {name: np.asarray(f[name][...], dtype=np.float32) for name, _ in _layout(options)}
+        arrays = {name: np.asarray(f[name][...], dtype=np.float32) for name, _ in _layout(options)}
+    for name, array in arrays.items():
+        if not np.isfinite(array).all():
+            raise ElmoInputError(f"weight file '{weights_path}': dataset '{name}' holds NaN or infinity (expected "
+                                 f"finite weights: a diverged or damaged biLM)")
+    return arrays
 
 
 def load_bilm(options_path, weights_path, stateful: bool = False, precision: str = "float32") -> ElmoBiLm:

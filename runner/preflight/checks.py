@@ -376,7 +376,11 @@ def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
 
 
 def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
-    from elmo_module.weights import layout_mismatches  # (torch/allennlp behind it: loaded when this runs)
+    from elmo_module.weights import (  # (torch/allennlp behind it: loaded when this runs)
+        layout_mismatches,
+        mismatch_text,
+        nonfinite_dataset,
+    )
 
     pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.uses_elmo}
     pairs |= set(bilm_sources(profile))
@@ -396,13 +400,22 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
             continue
         try:
             wrong = layout_mismatches(w, options)
+            nonfinite = None if wrong else nonfinite_dataset(w, options)
         except Exception as e:  # not an hdf5 file, or one cut short
             message = first_line(e).replace(f"weight file '{w}' ", "a file that ")
             problems.append(Problem(str(w), "a complete hdf5 weights file", message,
                                     "Download the weights again (a broken download is the usual cause): "
                                     "https://allennlp.org/elmo"))
             continue
-        if wrong:
+        if nonfinite:
+            problems.append(Problem(str(w), "finite weights", f"NaN or infinity in dataset '{nonfinite}'",
+                                    "A diverged or damaged biLM: pretrain it again with a lower --lr, or download "
+                                    "the weights again"))
+        if wrong and wrong[0][1] is None:
+            problems.append(Problem(str(w), f"options that read every trained layer of these weights ({o.name}: "
+                                            f"{options.n_layers} LSTM layers, {options.n_highway} highway layers)",
+                                    mismatch_text(*wrong[0], o.name).split(" (expected")[0], fix))
+        elif wrong:
             name, shape, found = wrong[0]
             problems.append(Problem(str(w), f"dataset '{name}' of shape {shape} (from {o.name}: lstm dim "
                                             f"{options.cell_dim}, projection {options.projection_dim}, filters "

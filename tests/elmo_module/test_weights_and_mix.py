@@ -83,6 +83,38 @@ def test_shape_mismatch_names_dataset_and_shapes(tmp_path):
     assert "expects (16, 128)" in message
 
 
+@pytest.mark.parametrize("key, value, dataset", [
+    ("lstm.n_layers", 1, "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
+    ("char_cnn.n_highway", 0, "CNN_high_0/W_carry"),
+])
+def test_options_that_drop_a_trained_layer_are_refused(tmp_path, key, value, dataset):
+    """The audit's case: options of fewer layers than the weights passed, and the biLM ran with a trained layer
+    silently unused (wrong dimensions were caught, a dataset too many was not)."""
+    from elmo_module.weights import layout_mismatches
+
+    options, weights = write_random_elmo(tmp_path)
+    fewer = json.loads(options.read_text())
+    section, name = key.split(".")
+    fewer[section][name] = value
+    (tmp_path / "fewer.json").write_text(json.dumps(fewer))
+    assert layout_mismatches(weights, BiLmOptions.load(options)) == []
+    with pytest.raises(ElmoInputError, match=f"^weight file '.*': dataset '{dataset}' \\(shape .*\\) is a trained "
+                                             f"layer that options '.*fewer.json' does not use"):
+        load_bilm(tmp_path / "fewer.json", weights)
+
+
+def test_nan_in_the_weights_is_named_with_its_dataset(tmp_path):
+    from elmo_module.weights import nonfinite_dataset
+
+    options, weights = write_random_elmo(tmp_path)
+    assert nonfinite_dataset(weights, BiLmOptions.load(options)) is None
+    with h5py.File(weights, "r+") as f:
+        f["CNN_high_1/b_carry"][0] = np.nan
+    assert nonfinite_dataset(weights, BiLmOptions.load(options)) == "CNN_high_1/b_carry"
+    with pytest.raises(ElmoInputError, match="dataset 'CNN_high_1/b_carry' holds NaN or infinity"):
+        load_bilm(options, weights)
+
+
 def test_interrupted_save_leaves_no_file(tmp_path, monkeypatch):
     bilm = load_bilm(*write_random_elmo(tmp_path))
     import elmo_module.weights as w

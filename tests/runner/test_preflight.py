@@ -200,6 +200,20 @@ def _misspelt_options_key(env, root):
     _replace(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json", "use_skip_connections", "use_skip_conections")
 
 
+def _one_layer_options(env, root):  # the weights have two: a trained layer the options would drop
+    path = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_options.json"
+    options = json.loads(path.read_text())
+    options["lstm"]["n_layers"] = 1
+    path.write_text(json.dumps(options))
+
+
+def _nan_weights(env, root):
+    import h5py
+
+    with h5py.File(Path(env["ELMO_DIR"]) / f"{OFFICIAL}_weights.hdf5", "r+") as f:
+        f["CNN_high_0/W_carry"][0, 0] = float("nan")
+
+
 def _cut_weights(env, root):
     path = Path(env["ELMO_DIR"]) / f"{OFFICIAL}_weights.hdf5"
     path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
@@ -242,6 +256,11 @@ DEFECTS = {
     "misspelt_options_key": ("ner", _misspelt_options_key, [f"{OFFICIAL}_options.json: key "
                                                             "'lstm.use_skip_conections' is not a biLM option",
                                                             "Fix that key"]),
+    "options_drop_a_layer": ("ner", _one_layer_options, [f"{OFFICIAL}_weights.hdf5: expected options that read every "
+                                                         "trained layer", "1 LSTM layers",
+                                                         "dataset 'RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B'"]),
+    "nan_in_weights": ("ner", _nan_weights, [f"{OFFICIAL}_weights.hdf5: expected finite weights",
+                                             "NaN or infinity in dataset 'CNN_high_0/W_carry'"]),
     "weights_cut_short": ("ner", _cut_weights, [f"{OFFICIAL}_weights.hdf5: expected a complete hdf5 weights file",
                                                 "truncated file", "Download the weights again"]),
     "skeleton_files": ("srl", _skeletons, ["data/train: the srl TRAIN_PATH data", "6 *_skel file(s)",
