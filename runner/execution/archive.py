@@ -26,15 +26,20 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     if not profile.get("archive_runs"):
         return None
     archive_dir = results_dir / "runs"
-    restored = 0
+    restored, unreadable = 0, []
     for run in runs:
         copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
-        archived = load_result(copy)[0] if copy.is_file() and not target.is_file() else None
+        archived, problem = load_result(copy) if copy.is_file() and not target.is_file() else (None, None)
+        if problem:  # a cut or damaged copy: never restored, never retrained without a word
+            unreadable.append((copy, problem))
         if archived is not None and not set_aside(archived, target.with_name("result.stale.json")):
             put_back(archived, copy.with_name(f"{run.run_id}.{PREDICTIONS}"), target)
             restored += 1
     if restored:
         print(f"restored {restored} finished runs from {archive_dir}", flush=True)
+    for copy, problem in unreadable:
+        print(f"warning: archived result not restored: {problem}; its run counts as not finished and trains again "
+              f"unless the copy is put back (git checkout -- {copy})", file=sys.stderr, flush=True)
     restore_patience_twins(runs, run_dir, archive_dir)
 
     def archive(directory: Path) -> None:

@@ -147,3 +147,20 @@ def test_a_result_with_nan_is_named_in_one_warning_and_trained_again(tmp_path, c
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     assert "0 already finished, 1 to do" in capsys.readouterr().out and len(fake_training) == 2
     assert json.loads(result_path.read_text())["dev"] == 0.5
+
+
+def test_a_cut_archived_result_is_named_not_dropped_silently(tmp_path, capsys, fake_training):
+    """The audit's case: a cut copy in a multi-session profile's archive counted as missing and would have been
+    trained again without a word."""
+    import shutil
+
+    path = write_profile(tmp_path, archive_runs=True)
+    assert runner_main.main(runner_args(tmp_path, path)) == 0
+    [copy] = (tmp_path / "results" / "runs" / "ner").glob("*.json")
+    copy.write_text(copy.read_text()[:40])
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: the runs come back from the archive
+    capsys.readouterr()
+    assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "archived result" in line]
+    assert len(err) == 1 and err[0].startswith(f"warning: archived result not restored: {copy}: expected a complete "
+                                               f"JSON result") and err[0].endswith(f"(git checkout -- {copy})"), err
