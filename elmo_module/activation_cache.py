@@ -203,7 +203,12 @@ class ActivationCache:
             raise ElmoInputError(problem)
         self.meta = json.loads((self.directory / "meta.json").read_text())
         self.index = json.loads((self.directory / "index.json").read_text())
-        self.vectors = np.load(self.directory / "vectors.npy", mmap_mode="r")
+        try:
+            self.vectors = np.load(self.directory / "vectors.npy", mmap_mode="r")
+        except (OSError, ValueError) as e:  # cut short: "mmap length is greater than file size"
+            raise ElmoInputError(f"activation cache '{self.directory}': vectors.npy is not a complete array "
+                                 f"({(self.directory / 'vectors.npy').stat().st_size:,} bytes; {e}): remove the "
+                                 f"directory to rebuild it") from None
         self.n_layers, self.dim = self.meta["layers"], self.meta["dim"]
         expected = (self.meta["tokens"], row_width(self.n_layers, self.dim))
         if self.vectors.shape != expected or self.vectors.dtype.name != self.meta["dtype"]:

@@ -138,6 +138,17 @@ def test_sentence_not_in_cache_is_an_error_not_a_substitute(cached):
         cache.lookup(batch_to_ids([["The", "cat", "sat", "on"]]))
 
 
+def test_a_cut_vectors_file_is_one_line_naming_the_cache(cached):
+    """The audit's case: a cache cut short crashed with numpy's "mmap length is greater than file size", naming no
+    cache file."""
+    _, directory, checksum, _ = cached
+    vectors = directory / "vectors.npy"
+    vectors.write_bytes(vectors.read_bytes()[:vectors.stat().st_size // 2])
+    with pytest.raises(ElmoInputError, match=f"^activation cache '{directory}': vectors.npy is not a complete array "
+                                             f".*remove the directory to rebuild it$"):
+        ActivationCache(directory, checksum)
+
+
 def test_incomplete_cache_is_rejected(tmp_path):
     (tmp_path / "half").mkdir()
     np.save(tmp_path / "half" / "vectors.npy", np.zeros((1, 3), dtype=np.float16))
