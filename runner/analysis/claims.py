@@ -29,7 +29,8 @@ import numpy as np
 
 from runner.analysis import stats
 from runner.analysis.verdicts import review
-from runner.execution.evidence import check_run, percent, record_mismatch
+from runner.execution.evidence import check_run, record_mismatch
+from runner.metrics import percent
 from runner.paths import REPO
 from runner.records import load_result, write_atomic
 from runner.spec import ran_to_cap, x_axis

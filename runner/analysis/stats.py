@@ -51,6 +51,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from runner.metrics import metric_value
+
 ALPHA = 0.05
 BOOTSTRAP_DRAWS = 5000  # p resolution 1/5001, well below ALPHA; Koehn (2004) used 1,000
 EQUIVALENCE_MARGIN = 1.0  # metric points (%): "about the same" for the Figure 1 "≈" claim
@@ -58,41 +60,6 @@ EQUIVALENCE_MARGIN = 1.0  # metric points (%): "about the same" for the Figure 1
 # A, every resample does too and p collapses to 1/(draws+1) whatever n is); randomization_test takes over there.
 MIN_UNITS = 30
 EXACT_UNITS = 16  # randomization_test: all 2^n swaps up to here (65,536), BOOTSTRAP_DRAWS sampled swaps above
-
-
-def _f1(p_num, p_den, r_num, r_den):
-    precision = np.divide(p_num, p_den, out=np.zeros_like(p_num, dtype=float), where=p_den > 0)
-    recall = np.divide(r_num, r_den, out=np.zeros_like(r_num, dtype=float), where=r_den > 0)
-    total = precision + recall
-    return np.divide(2 * precision * recall, total, out=np.zeros_like(total), where=total > 0)
-
-
-def _ratio(num, den):
-    return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den > 0)
-
-
-# metric -> (the per-unit counts it is computed from, the metric in % of summed counts (last axis = the counts))
-METRICS = {
-    "accuracy": (("correct", "total"), lambda s: 100 * _ratio(s[..., 0], s[..., 1])),
-    # conlleval / srl-eval.pl: F1 of the summed true positives, false positives and false negatives
-    "span_f1": (("tp", "fp", "fn"), lambda s: 100 * _ratio(2 * s[..., 0], 2 * s[..., 0] + s[..., 1] + s[..., 2])),
-    # SQuAD v1.1's evaluate script: the mean over questions of each question's best F1 (or EM) over its answers
-    "mean": (("score", "n"), lambda s: 100 * _ratio(s[..., 0], s[..., 1])),
-    # CoNLL-2012: mean of the MUC, B3 and CEAF-e F1, each from precision/recall numerators and denominators summed
-    # over documents (allennlp-models ConllCorefScores, reference-coreference-scorers); counted without gold
-    # singletons, as coref_f1 (tasks/coref/metric.py)
-    "conll_coref": (tuple(f"{m}_{part}" for m in ("muc", "b3", "ceafe")
-                          for part in ("p_num", "p_den", "r_num", "r_den")),
-                    lambda s: 100 * sum(_f1(*(s[..., 4 * j + i] for i in range(4))) for j in range(3)) / 3),
-    # the WSD framework's Scorer.java: P = correct / answered, R = correct / instances
-    "wsd_f1": (("correct", "answered", "instances"),
-               lambda s: 100 * _f1(s[..., 0], s[..., 1], s[..., 0], s[..., 2])),
-}
-
-
-def metric_value(metric: str, counts) -> np.ndarray:
-    """The metric (in %) of summed counts; counts' last axis holds METRICS[metric][0]'s fields."""
-    return METRICS[metric][1](np.asarray(counts, dtype=float))
 
 
 def seed_test(diffs: Dict[int, float]) -> dict:

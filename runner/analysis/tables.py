@@ -27,16 +27,11 @@ from runner.analysis.claims import (
     still_improving,  # noqa: E402
 )
 from runner.analysis.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
-from runner.execution.evidence import check_run, percent, record_mismatch  # noqa: E402
+from runner.execution.evidence import check_run, record_mismatch  # noqa: E402
+from runner.metrics import DECIMALS, SECOND_LABEL, SECOND_METRIC, mean_std_text
 from runner.paths import REPO
 from runner.records import load_result, repo_relative, write_atomic  # noqa: E402
 from runner.spec import PROBE_KINDS, Cell, epoch_cap, ran_to_cap, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
-
-DECIMALS = {"ner": 2}  # Table 1 reports NER F1 with 2 decimals, every other task with 1
-# shown beside the task's metric (SQuAD: F1, and EM beside it, official v1.1 script; coref: the CoNLL average without
-# gold singletons, and with them beside it, tasks/coref/metric.py), with the label of SECOND_LABEL (else upper case)
-SECOND_METRIC = {"squad": "em", "coref": "coref_f1_with_singletons"}
-SECOND_LABEL = {"coref_f1_with_singletons": "with singletons"}
 
 
 def portable(path, keep: int = 2) -> str:
@@ -116,15 +111,6 @@ def aggregate(cells: list, split: str) -> dict:
             "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}
 
 
-def _mean_std(mean: float, std: Optional[float], decimals: int) -> str:
-    return f"{mean:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None else "")
-
-
-def metric_text(task: str, value: float) -> str:
-    """One run's metric as its task's tables show it (the runner's progress lines): in %, with DECIMALS."""
-    return _mean_std(percent(value), None, DECIMALS.get(task, 1))
-
-
 def paired_difference(column: dict, baseline: dict) -> Optional[dict]:
     """(column − baseline) seed by seed, over the seeds where both finished: a difference with its own error bar
     (the same SEED seeds both runs' random streams and, on a training subset, picks the same subset)."""
@@ -152,10 +138,10 @@ def _note(notes: list, text: str) -> str:
 def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
     if not agg["values"]:
         return f"crashed (see {', '.join(agg['crashed_logs'])})" if agg["crashed_logs"] else "missing"
-    text = _mean_std(agg["mean"], agg["std"], decimals)
+    text = mean_std_text(agg["mean"], agg["std"], decimals)
     if agg.get("second"):
         label = SECOND_LABEL.get(agg["second"]["metric"], agg["second"]["metric"].upper())
-        text += f" ({label} {_mean_std(agg['second']['mean'], agg['second']['std'], decimals)})"
+        text += f" ({label} {mean_std_text(agg['second']['mean'], agg['second']['std'], decimals)})"
     if agg["seeds_finished"] < agg["seeds_planned"]:
         text += f" (n={agg['seeds_finished']})"
     if agg["dev_fallback"]:
@@ -324,7 +310,7 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             for label in labels:
                 by_seed = next(e for e in summary if e["task"] == task and e["column"] == label)["dev_by_seed"]
                 values, decimals = list(by_seed.values()), DECIMALS.get(task, 1)
-                cols.append("—" if not values else _mean_std(statistics.fmean(values), statistics.stdev(values)
+                cols.append("—" if not values else mean_std_text(statistics.fmean(values), statistics.stdev(values)
                             if len(values) >= 2 else None, decimals) + " (" + ", ".join(
                             f"seed {k}: {v:.{decimals}f}" for k, v in sorted(by_seed.items())) + ")")
             extra += f"\n| {task} | " + " | ".join(cols) + " |"

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Optional, Tuple
 
-from runner.analysis.stats import metric_value
+from runner.metrics import in_units_of, percent, split_metric
 
 PREDICTIONS = "predictions.json.gz"  # per-example dev/test predictions beside result.json (tasks/predictions.py)
 EXACT = 1e-6  # metric points (%): the recorded number and the predictions' metric are one number (float rounding)
@@ -35,23 +35,6 @@ def batching() -> dict:
 
 def read_predictions(run_dir: Path) -> dict:
     return json.loads(gzip.decompress((Path(run_dir) / PREDICTIONS).read_bytes()))
-
-
-def split_metric(data: dict, split: str) -> float:
-    """The task's metric (in %) of one split of a predictions file, from its per-unit counts."""
-
-    counts = data["splits"][split]["counts"]
-    return float(metric_value(data["metric"], [sum(c) for c in zip(*counts)]))
-
-
-def percent(value: float) -> float:
-    """A metric in % (allennlp reports this project's metrics as fractions; the tables and tests use points)."""
-    return 100.0 * value if value <= 1.0 else float(value)
-
-
-def _in_units_of(percent: float, like: float) -> float:
-    """``percent`` in the unit allennlp reported ``like`` in (a fraction for every task metric of this project)."""
-    return percent / 100.0 if like <= 1.0 else percent
 
 
 def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[dict]:
@@ -79,7 +62,7 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
         if abs(ours - expected) > tolerance:
             raise ValueError(f"{path}: its {split} predictions give {ours:.4f}, the run recorded {expected:.4f}: not "
                              f"this run's predictions")
-        out[split] = _in_units_of(ours, reported)
+        out[split] = in_units_of(ours, reported)
     out["predictions"] = dict(record, sha256=hashlib.sha256(raw).hexdigest(), batching=batching())
     return out
 

@@ -3,9 +3,9 @@ the loop that hands them over and prints a line as each ends (execute)."""
 import os
 from pathlib import Path
 
-from runner.analysis.tables import metric_text
 from runner.execution.eta import Estimator, duration
 from runner.execution.training import run_local, run_ray
+from runner.metrics import metric_text
 from runner.records import load_result
 from runner.settings import Settings
 

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from runner.execution.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt, percent, split_metric
+from runner.execution.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, adopt
 from runner.execution.resume import ATTEMPTS, resume_cache, resume_from, training_code_changed
+from runner.metrics import percent, split_metric
 from runner.paths import REPO
 from runner.records import git_commit, hardware, load_result, made_record, write_json
 

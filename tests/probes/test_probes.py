@@ -221,7 +221,7 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert summary["sweeps"]["table5"]["probe"]["status"] == "ok"
     # per-instance units (for the paired tests): summed, they give back each layer's F1 on the set the table reports
-    from runner.analysis.stats import metric_value
+    from runner.metrics import metric_value
 
     result = json.loads(next((tmp_path / "runs").glob("probes/table5-*/result.json")).read_text())
     units = result["units"]["test"]

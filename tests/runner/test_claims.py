@@ -30,7 +30,7 @@ def write_run(run_dir: Path, task: str, seed: int, units=None, value=None, curve
               metric="accuracy") -> Path:
     """A finished run; with ``units`` (per-unit counts, the same for dev and test) its predictions beside it and
     its dev/test values recomputed from them, else a run archived before predictions were kept."""
-    from runner.analysis.stats import metric_value
+    from runner.metrics import metric_value
 
     run_dir.mkdir(parents=True)
     record = None

@@ -3,6 +3,7 @@ hand."""
 import numpy as np
 import pytest
 
+from runner import metrics
 from runner.analysis import stats
 
 BOTH = ("seeds", "examples")
@@ -14,7 +15,7 @@ def accuracy_units(correct) -> np.ndarray:
 
 def views_for(a_seeds, b_seeds, metric="accuracy"):
     """Both views of A − B: per-seed values recomputed from the units, and the bootstrap over the same units."""
-    diffs = {s: float(stats.metric_value(metric, a.sum(0)) - stats.metric_value(metric, b.sum(0)))
+    diffs = {s: float(metrics.metric_value(metric, a.sum(0)) - metrics.metric_value(metric, b.sum(0)))
              for s, (a, b) in enumerate(zip(a_seeds, b_seeds), 1)}
     return [stats.seed_test(diffs), stats.bootstrap_test(metric, [(1, a_seeds), (-1, b_seeds)], draws=2000)]
 
@@ -71,8 +72,8 @@ def test_span_f1_is_recomputed_from_summed_counts_on_each_resample():
     b = np.array([[2, 1, 1], [0, 0, 1], [1, 0, 0], [1, 1, 3]] * 10, dtype=float)
     def f1(tp, fp, fn):
         return 100 * 2 * tp / (2 * tp + fp + fn)
-    assert stats.metric_value("span_f1", a.sum(0)) == pytest.approx(f1(60, 20, 30))  # 70.588...
-    assert stats.metric_value("span_f1", b.sum(0)) == pytest.approx(f1(40, 20, 50))  # 53.333...
+    assert metrics.metric_value("span_f1", a.sum(0)) == pytest.approx(f1(60, 20, 30))  # 70.588...
+    assert metrics.metric_value("span_f1", b.sum(0)) == pytest.approx(f1(40, 20, 50))  # 53.333...
     mean_of_sentences = (np.mean([f1(*row) if row[0] else 0 for row in a])
                          - np.mean([f1(*row) if row[0] else 0 for row in b]))
     view = stats.bootstrap_test("span_f1", [(1, [a]), (-1, [b])], draws=500)
@@ -81,8 +82,8 @@ def test_span_f1_is_recomputed_from_summed_counts_on_each_resample():
     # one resample by hand: the first sentence three times, the last one once (weights over the 40 units)
     weights = np.zeros(40)
     weights[0], weights[3] = 3, 1
-    assert stats.metric_value("span_f1", weights @ a) == pytest.approx(f1(3 * 3 + 2, 0, 2))
-    assert stats.metric_value("span_f1", weights @ b) == pytest.approx(f1(3 * 2 + 1, 3 + 1, 3 + 3))
+    assert metrics.metric_value("span_f1", weights @ a) == pytest.approx(f1(3 * 3 + 2, 0, 2))
+    assert metrics.metric_value("span_f1", weights @ b) == pytest.approx(f1(3 * 2 + 1, 3 + 1, 3 + 3))
 
 
 def test_conll_average_and_wsd_f1_from_counts():
@@ -92,9 +93,9 @@ def test_conll_average_and_wsd_f1_from_counts():
     def f1(p, r):
         return 2 * p * r / (p + r)
     expected = 100 * (f1(4 / 5, 4 / 8) + f1(1 / 2, 1 / 4) + f1(3 / 3, 3 / 6)) / 3
-    assert stats.metric_value("conll_coref", docs.sum(0)) == pytest.approx(expected)
+    assert metrics.metric_value("conll_coref", docs.sum(0)) == pytest.approx(expected)
     # WSD: P = correct / answered, R = correct / instances
-    assert stats.metric_value("wsd_f1", [6, 8, 10]) == pytest.approx(100 * f1(6 / 8, 6 / 10))
+    assert metrics.metric_value("wsd_f1", [6, 8, 10]) == pytest.approx(100 * f1(6 / 8, 6 / 10))
 
 
 def test_seed_test_pairs_by_seed_and_gives_the_t_interval():
@@ -147,7 +148,7 @@ def test_randomization_test_under_min_units_matches_scipy_exact_permutation_test
     both = [np.vstack([x, y]) for x, y in zip(a, b)]  # rows 0..n-1: A's units, n..2n-1: B's
 
     def contrast(x, y):  # x, y: row numbers into ``both``
-        return np.mean([stats.metric_value(metric, m[x].sum(0)) - stats.metric_value(metric, m[y].sum(0))
+        return np.mean([metrics.metric_value(metric, m[x].sum(0)) - metrics.metric_value(metric, m[y].sum(0))
                         for m in both])
 
     reference = scipy_stats.permutation_test((np.arange(n), np.arange(n, 2 * n)), contrast, vectorized=False,

@@ -14,7 +14,8 @@ import pytest
 
 from runner.analysis import stats
 from runner.analysis.tables import Cell, build_results
-from runner.execution.evidence import PREDICTIONS, adopt, check_run, read_predictions, split_metric
+from runner.execution.evidence import PREDICTIONS, adopt, check_run, read_predictions
+from runner.metrics import split_metric
 from tests.runner.test_claims import accuracy, write_run
 
 REPO = Path(__file__).resolve().parents[2]

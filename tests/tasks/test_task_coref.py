@@ -160,7 +160,7 @@ def test_per_document_counts_of_the_bootstrap_use_the_primary_view():
     # tasks/predictions.py keeps per-document counts; runner/analysis/stats.py recomputes coref_f1 from them.
     from types import SimpleNamespace
 
-    from runner.analysis.stats import metric_value
+    from runner.metrics import metric_value
     from tasks.coref.metric import CorefScores
     from tasks.predictions import _coref_units
 
