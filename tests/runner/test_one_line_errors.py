@@ -164,3 +164,15 @@ def test_a_cut_archived_result_is_named_not_dropped_silently(tmp_path, capsys, f
     err = [line for line in capsys.readouterr().err.splitlines() if "archived result" in line]
     assert len(err) == 1 and err[0].startswith(f"warning: archived result not restored: {copy}: expected a complete "
                                                f"JSON result") and err[0].endswith(f"(git checkout -- {copy})"), err
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--threads", "100000", "--threads: expected at most this machine's"),  # accepted: each run ~6x slower
+    ("--only", "", "--only: expected comma-separated sweep names, found ''"),  # taken as no --only
+    ("--only", ",", "--only: expected comma-separated sweep names, found ','"),
+])
+def test_flags_that_were_taken_silently_are_one_line(flag, value, expected, tmp_path, capsys, fake_training):
+    path = write_profile(tmp_path)
+    assert runner_main.main(runner_args(tmp_path, path, flag, value)) == 2
+    assert one_error_line(capsys).startswith(f"error: {expected}")
+    assert not fake_training and not (tmp_path / "runs").exists()
