@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from elmo_module import device as devices  # through the module: tests fake its answers
 from elmo_module.activation_cache import bytes_per_token
-from elmo_module.device import cuda_problem
 from elmo_module.options import BiLmOptions
 from runner.paths import REPO, VARIABLE, data_hint, expand, repo_path
 from runner.preflight.gpu_estimate import gpu_plan
@@ -136,7 +136,7 @@ def gpu_problems(profile: dict, runs) -> List[Problem]:
     index = gpu_index(profile, runs)
     if index is None:
         return []
-    reason = cuda_problem(index)
+    reason = devices.cuda_problem(index)
     if reason is None:
         return []
     return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile['name']}' has "

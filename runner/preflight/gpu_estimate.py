@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Dict, List
 
-from elmo_module.device import cuda_problem, describe
+from elmo_module import device as devices  # through the module: tests fake its answers
 from runner.paths import repo_path
 from runner.preflight.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
 from runner.spec import bilm_outputs
@@ -18,14 +18,15 @@ def gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]:
     if index is None:
         return ["GPU hours: not estimated (the runs are to run on the CPU); run --check on the GPU machine for an "
                 "estimate from a short timing there."]
-    reason = cuda_problem(index)
+    reason = devices.cuda_problem(index)
     if reason is not None:
         return [f"GPU hours: no estimate possible on this machine ({reason}); the estimate times a few training "
                 f"batches of each task's paper-size config on the GPU the runs will use: run --check there."]
     if not measure:
         return ["GPU hours: run with --check for an estimate from a short timing on this GPU."]
     return [f"GPU hours per task, from {TIMED_BATCHES} timed training batches each on "
-            f"{describe(f'cuda:{index}')}:"] + gpu_hours(profile, runs, samples, scratch, index, bilm_outputs(profile))
+            f"{devices.describe(f'cuda:{index}')}:"] + gpu_hours(profile, runs, samples, scratch, index,
+                                                                  bilm_outputs(profile))
 
 
 def time_training_batches(task: str, knobs: Dict[str, str], data_file: Path, device: str,
