@@ -489,9 +489,11 @@ def check_stage_settings(profile: dict) -> None:
     with other settings is refused in one line (check_settings), never taken as the profile's (its finished runs
     would keep a biLM the profile no longer describes)."""
     spec = profile.get("bilm") or {}
-    for kind, out in _stage_dirs(profile):
-        args = spec["pretrain"]["args"] if kind == "pretrain" else (spec.get("finetune") or {}).get("args", [])
-        check_settings(out, args, "biLM pretraining" if kind == "pretrain" else f"biLM fine-tuning ({out.name})")
+    if "pretrain" in spec:
+        check_settings(repo_path(spec["pretrain"]["out"]), spec["pretrain"]["args"], "biLM pretraining")
+    fine = spec.get("finetune") or {}
+    for task in fine.get("tasks", []):  # named as prepare_bilm names them
+        check_settings(repo_path(fine["out"].format(task=task)), fine.get("args", []), f"biLM fine-tuning on {task}")
 
 
 def archive_bilm(profile: dict, archive: Path) -> None:

@@ -29,7 +29,7 @@ def test_a_fine_tuning_made_with_other_args_is_refused(tmp_path):
     (out / SETTINGS).write_text(json.dumps({"args": ["--epochs", "1"]}))
     profile = {"bilm": {"finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"), "args": ["--epochs", "2"],
                                      "from": {}}}}
-    with pytest.raises(SpecError, match=r"^biLM fine-tuning \(bilm-ner\): .*\(--epochs 1 -> 2\)"):
+    with pytest.raises(SpecError, match=r"^biLM fine-tuning on ner: .*\(--epochs 1 -> 2\)"):
         check_stage_settings(profile)
 
 
