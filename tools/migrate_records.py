@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from runner.execution.evidence import PREDICTIONS, adopt
+from runner.paths import REPO
 from runner.records import repo_relative, write_json
-from runner.spec import REPO
 
 
 def migrate(results_dir: Path) -> tuple:

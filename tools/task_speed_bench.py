@@ -63,7 +63,7 @@ def task_knobs(task: str, bilm: tuple, glove: str) -> dict:
     elmo = profile["sweep_overrides"]["table1"]["columns"][1]["knobs"]["ELMO"][task]
     knobs = {**KNOBS, **profile["knobs"], **profile["task_knobs"][task], "ELMO": elmo, "SEED": "1"}
     knobs.update(ELMO_OPTIONS=str(bilm[0]), ELMO_WEIGHTS=str(bilm[1]), GLOVE_PATH=glove, ELMO_CACHE="")
-    from runner.spec import expand  # the profile's ${DATA_DIR} paths
+    from runner.paths import expand  # the profile's ${DATA_DIR} paths
 
     return {k: expand(str(v)) for k, v in knobs.items()}
 
