@@ -39,7 +39,7 @@ from typing import Dict, List, Optional
 
 from runner.execution.freshness import changed_sums, sha256_of, stage_sums
 from runner.paths import REPO, expand, repo_path
-from runner.records import keep_portable, repo_relative
+from runner.records import keep_portable, repo_relative, write_atomic
 from runner.spec import SpecError
 from runner.stages.bilm_stages import call_stage
 
@@ -310,19 +310,19 @@ def archive_vectors(profile: dict, archive: Path) -> None:
             keep_portable(out / name, archive / name)
 
 
-def write_report(profile: dict, results_dir: Path, provenance: List[str]) -> None:
-    """results/<profile>/vectors.md from the stage's record (here, else the archived one); a multi-session profile
-    archives the record first."""
+def write_report(profile: dict, results_dir: Path, provenance: List[str], out_dir: Optional[Path] = None) -> None:
+    """vectors.md (in out_dir, by default results/<profile>/) from the stage's record (here, else the one archived in
+    results/<profile>/vectors/); a multi-session profile archives the record first."""
 
     out = profile["vectors"]["out"]
+    out_dir = results_dir if out_dir is None else out_dir
     if profile.get("archive_runs"):
         archive_vectors(profile, results_dir / "vectors")
     for path in (repo_path(out) / RECORD, results_dir / "vectors" / RECORD):
         if path.is_file():
             text = vectors_markdown(repo_relative(json.loads(path.read_text())), out, provenance)
-            results_dir.mkdir(parents=True, exist_ok=True)
-            (results_dir / "vectors.md.partial").write_text(text)
-            os.replace(results_dir / "vectors.md.partial", results_dir / "vectors.md")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(out_dir / "vectors.md", text)
             return
 
 
