@@ -1,6 +1,7 @@
 """The run-directory records, the ground floor every job reads and writes: JSON written atomically, a run's
 result loaded and checked for completeness, paths made portable, the machine and the code a record was made with."""
 import json
+import math
 import os
 import re
 import subprocess
@@ -44,13 +45,25 @@ def write_json(path: Path, data) -> None:
     tmp = path.with_name(path.name + ".partial")
     try:
         with open(tmp, "w") as f:
-            f.write(json.dumps(data, indent=2))
+            f.write(json.dumps(finite(data), indent=2, allow_nan=False))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def finite(data):
+    """NaN and ±Infinity as null (JSON has neither; Python's json would write them, and load_result rightly refuses
+    them, so a record holding one would stay unreadable: allennlp's metrics.json has one when a loss diverged)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def keep_portable(source: Path, target: Path) -> None:

@@ -13,6 +13,7 @@ keeps queued runs from starting; an interrupted run writes nothing, so it is sim
 import ctypes
 import errno
 import json
+import math
 import os
 import shutil
 import signal
@@ -160,6 +161,15 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
     trainer = json.loads((model_dir / "config.json").read_text())["trainer"]
     metric = trainer.get("validation_metric", "-loss")
     metric = (metric[0] if isinstance(metric, list) else metric).lstrip("+-")
+    undefined = [f"{key} {metrics[key]}" for key in (f"best_validation_{metric}", f"test_{metric}")
+                 if isinstance(metrics.get(key), float) and not math.isfinite(metrics[key])]
+    if undefined:  # the run's own number is not a number: a failure to report, not a result (nor one retried silently)
+        failure = {"task": task, "knobs": knobs, "seed": int(knobs["SEED"]), "returncode": returncode,
+                   "log": str(log), "wall_time_s": wall,
+                   "error": f"{model_dir / 'metrics.json'}: {', '.join(undefined)}: expected a number (the training "
+                            f"diverged?)"}
+        write_json(run_dir / "failed.json", failure)
+        return {"status": "crashed", **failure}
     epochs = sorted((json.loads(f.read_text()) for f in model_dir.glob("metrics_epoch_*.json")),
                     key=lambda m: m.get("epoch", 0))  # the learning curve: was the run still improving at its end?
     mix_path = model_dir / "elmo_mix_weights.json"

@@ -625,3 +625,35 @@ def test_wandb_logs_a_run_beside_a_tensorboard_built_for_a_newer_protobuf(tmp_pa
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and "logged" in done.stdout, done.stderr[-2000:]
     assert list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
+
+
+NAN_TRAINING = """
+import json, os, sys
+model, dev = sys.argv[1], float(sys.argv[2])
+os.makedirs(model, exist_ok=True)
+json.dump({"trainer": {"validation_metric": "+f1-measure-overall"}}, open(os.path.join(model, "config.json"), "w"))
+json.dump({"best_validation_f1-measure-overall": dev, "test_f1-measure-overall": 0.25,
+           "training_loss": float("nan")}, open(os.path.join(model, "metrics.json"), "w"))
+"""
+
+
+@pytest.mark.parametrize("dev", ["0.5", "nan"])
+def test_a_nan_in_allennlp_metrics_is_null_or_a_named_failure(tmp_path, capsys, monkeypatch, dev):
+    """allennlp writes NaN into metrics.json (a diverged loss); result.json took it, load_result refused it, and the
+    run counted as unfinished on every invocation, trained again each time without a word."""
+    trained = []
+    monkeypatch.setattr(execute, "train_command", lambda task, model_dir: trained.append(model_dir) or
+                        [sys.executable, "-c", NAN_TRAINING, str(model_dir), dev])
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    path = write_profile(tmp_path)
+    status = runner_main.main(runner_args(tmp_path, path, "--no-wandb"))
+    err = "".join(capsys.readouterr())
+    if dev == "nan":  # the run's own number: a crash named with its file, the sweep's exit status says so
+        assert status == 1 and "metrics.json: best_validation_f1-measure-overall nan: expected a number" in err
+        assert not result_paths(tmp_path)
+    else:  # another metric: null in the record, and the run is finished
+        assert status == 0
+        [result] = result_paths(tmp_path)
+        assert json.loads(result.read_text())["metrics"]["training_loss"] is None
+        assert runner_main.main(runner_args(tmp_path, path, "--no-wandb")) == 0
+        assert len(trained) == 1 and "1 already finished, 0 to do" in capsys.readouterr().out
