@@ -10,8 +10,9 @@ import argparse
 import os
 import sys
 
+from runner.execution.jobs import slurm_dry_run
 from runner.paths import REPO
-from runner.pipeline import run  # what an invocation does, step by step: this file is the command line only
+from runner.pipeline import plan_from, run  # what an invocation does, step by step: this file is the command line only
 
 
 def parse_args(argv=None):
@@ -19,7 +20,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="default", help="profile name (runner/profiles/NAME.json) or path")
     p.add_argument("--only", help="comma-separated sweep names to run (default: all of the profile's)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local")
+    p.add_argument("--executor", choices=("local", "ray", "slurm"), default="local",
+                   help="slurm: each run one SLURM job through submitit (docs/runner.md#slurm)")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="where runs, the activation caches and the biLM stages compute (default: the profile's "
                         "'device', else cpu); cuda: the local executor runs one run per GPU at a time")
@@ -29,9 +31,25 @@ def parse_args(argv=None):
                    "else 1)")
     p.add_argument("--threads", type=int, help="local executor: CPU threads per run (default: cores / jobs)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray resources per run")
-    p.add_argument("--gpus-per-run", type=float, help="Ray resources per run, fractions too (default: 1 with "
-                   "--device cuda, else 0; > 0 sets CUDA_DEVICE=0, Ray sets CUDA_VISIBLE_DEVICES)")
+    p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray and SLURM resources per run")
+    p.add_argument("--gpus-per-run", type=float, help="Ray and SLURM resources per run, fractions too on Ray "
+                   "(default: 1 with --device cuda, else 0; > 0 sets CUDA_DEVICE=0, Ray or SLURM sets "
+                   "CUDA_VISIBLE_DEVICES)")
+    slurm = p.add_argument_group("--executor slurm", "each flag over the profile's \"slurm\" object's key of the "
+                                 "same name (docs/runner.md#slurm)")
+    slurm.add_argument("--slurm-partition", help="the partition (profile: partition; default: the cluster's)")
+    slurm.add_argument("--slurm-account", help="the account to charge (profile: account)")
+    slurm.add_argument("--slurm-qos", help="the quality of service (profile: qos)")
+    slurm.add_argument("--slurm-time", type=int, help="each job's time limit in minutes (profile: time_min; default "
+                       "240); a run that needs longer is requeued and goes on from its last epoch checkpoint")
+    slurm.add_argument("--slurm-mem", type=float, help="each job's memory in GB (profile: mem_gb; default: the "
+                       "partition's)")
+    slurm.add_argument("--slurm-sbatch", action="append", metavar="OPTION", help="one more #SBATCH option, e.g. "
+                       "--slurm-sbatch=--constraint=a100 (repeatable; profile: sbatch, a list)")
+    slurm.add_argument("--slurm-max-jobs", type=int, help="jobs in the queue at once (profile: max_jobs; default: "
+                       "every run at once)")
+    slurm.add_argument("--slurm-retries", type=int, help="resubmissions of a job cancelled, timed out, preempted or "
+                       "lost before its run ended (profile: retries; default 3); each goes on from the checkpoint")
     p.add_argument("--no-cache", action="store_true", help="run the biLM in every run instead of caching its layers")
     p.add_argument("--precision", choices=("float32", "bfloat16"), help="the biLM's matrix products in every ELMo "
                    "run and activation cache: sets the knob ELMO_PRECISION (default: the profile's, else float32)")
@@ -51,7 +69,9 @@ def parse_args(argv=None):
     p.add_argument("--baselines-only", action="store_true",
                    help="only the runs without ELMo, and no biLM stage (e.g. on spare cores while the biLM trains)")
     p.add_argument("--check", action="store_true", help="read and check every input without training, print the "
-                   "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop")
+                   "problems or the plan (with a GPU-hour estimate where a GPU is present), and stop; with "
+                   "--executor slurm also the sbatch script of each job it would submit")
+    p.add_argument("--dry-run", dest="check", action="store_true", help="the same as --check")
     p.add_argument("--fetch-data", action="store_true", help="first download, convert and verify the profile's "
                    "data into DATA_DIR (python -m runner.data fetch PROFILE; docs/data.md), then go on")
     p.add_argument("--no-wandb", action="store_true", help="runs do not log to Weights & Biases (WANDB=false): "
@@ -61,7 +81,11 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    return run(parse_args(argv), argv)
+    flags = parse_args(argv)
+    status = run(flags, argv)
+    if status == 0 and flags.check and flags.executor == "slurm" and not flags.build_only:
+        print(slurm_dry_run(*reversed(plan_from(flags, argv))), flush=True)  # what it would submit
+    return status
 
 
 if __name__ == "__main__":

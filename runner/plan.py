@@ -110,12 +110,14 @@ def device_plan(settings: Settings):
         if settings.gpus_per_run:
             raise SpecError("--gpus-per-run needs --device cuda (or a profile with \"device\": \"cuda\")")
         return [], "cpu", devices.describe("cpu")
-    if settings.executor == "ray":  # (Settings.build makes --gpus-per-run 1 there unless it is given)
+    if settings.executor in ("ray", "slurm"):  # (Settings.build makes --gpus-per-run 1 there unless it is given)
         if settings.gpus_per_run <= 0:
-            raise SpecError(f"--device cuda with --executor ray needs --gpus-per-run > 0, "
+            raise SpecError(f"--device cuda with --executor {settings.executor} needs --gpus-per-run > 0, "
                             f"found {settings.gpus_per_run}")
         local = "cuda" if torch.cuda.device_count() and devices.cuda_problem(0) is None else "cpu"
-        return [], local, (f"device cuda on Ray: {settings.gpus_per_run:g} GPU per run (Ray pins each run to its GPU); "
+        name, pins = ("Ray", "Ray pins each run to its GPU") if settings.executor == "ray" else (
+            "SLURM", "each run's job is given its GPU")
+        return [], local, (f"device cuda on {name}: {settings.gpus_per_run:g} GPU per run ({pins}); "
                            f"biLM stages and activation caches here on {devices.describe(local)}")
     count = torch.cuda.device_count()
     for index in range(max(count, 1)):

@@ -29,11 +29,22 @@ def check_flags(flags: argparse.Namespace) -> None:
                                         ("--threads", flags.threads, at_least_one),
                                         ("--runs-per-gpu", flags.runs_per_gpu, at_least_one),
                                         ("--cpus-per-run", flags.cpus_per_run, positive),
-                                        ("--gpus-per-run", flags.gpus_per_run, not_negative)):
+                                        ("--gpus-per-run", flags.gpus_per_run, not_negative),
+                                        ("--slurm-time", flags.slurm_time, at_least_one),
+                                        ("--slurm-mem", flags.slurm_mem, positive),
+                                        ("--slurm-max-jobs", flags.slurm_max_jobs, at_least_one),
+                                        ("--slurm-retries", flags.slurm_retries, not_negative)):
         if value is not None and not ok(value):
             raise SpecError(f"{flag}: expected a number {expected}, found {value:g}")
     if flags.threads is not None and flags.threads > (os.cpu_count() or 1):  # oversubscribed: each run slower
         raise SpecError(f"--threads: expected at most this machine's {os.cpu_count()} CPU cores, found {flags.threads}")
+    if flags.executor == "slurm":  # SLURM counts whole CPUs and GPUs per job
+        for flag, value in (("--cpus-per-run", flags.cpus_per_run), ("--gpus-per-run", flags.gpus_per_run)):
+            if value is not None and value != int(value):
+                raise SpecError(f"{flag}: expected a whole number with --executor slurm, found {value:g}")
+    for option in flags.slurm_sbatch or ():
+        if not option.startswith("--") or "\n" in option:
+            raise SpecError(f"--slurm-sbatch: expected one sbatch option such as --constraint=a100, found {option!r}")
     if flags.only is not None and not [s for s in flags.only.split(",") if s.strip()]:
         raise SpecError(f"--only: expected comma-separated sweep names, found {flags.only!r}")
     for flag, value in (("--runs-dir", flags.runs_dir), ("--results-dir", flags.results_dir),
@@ -49,18 +60,53 @@ def check_flags(flags: argparse.Namespace) -> None:
                                 f"{e.strerror or e} writing in {where}") from None
 
 
+SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time_min": int, "mem_gb": (int, float), "sbatch": list,
+              "max_jobs": int, "retries": int}  # the profile's "slurm" object: each its --slurm-* flag's default
+
+
+def slurm_fields(flags: argparse.Namespace, profile: dict) -> dict:
+    """The slurm_* fields: a --slurm-* flag, else the profile's "slurm" key, else the field's default."""
+    given = profile.get("slurm", {})
+    where = "profile key 'slurm'"
+    if not isinstance(given, dict):
+        raise SpecError(f"{where}: expected an object, found {type(given).__name__}")
+    for key, value in given.items():
+        kind = SLURM_KEYS.get(key)
+        if kind is None:
+            raise SpecError(f"{where}: unknown key {key!r} (expected: {', '.join(SLURM_KEYS)})")
+        if not isinstance(value, kind) or isinstance(value, bool) or (
+                key in ("time_min", "max_jobs") and value < 1) or (key == "retries" and value < 0) or (
+                key == "mem_gb" and value <= 0) or (key == "sbatch" and not all(
+                    isinstance(o, str) and o.startswith("--") for o in value)):
+            raise SpecError(f"{where}: '{key}' must be {_SLURM_EXPECTED[key]}, found {value!r}")
+    picked = {key: getattr(flags, f"slurm_{flag}") if getattr(flags, f"slurm_{flag}") is not None else given.get(key)
+              for key, flag in (("partition", "partition"), ("account", "account"), ("qos", "qos"),
+                                ("time_min", "time"), ("mem_gb", "mem"), ("max_jobs", "max_jobs"),
+                                ("retries", "retries"))}
+    return {"slurm_partition": picked["partition"], "slurm_account": picked["account"], "slurm_qos": picked["qos"],
+            "slurm_time_min": picked["time_min"] or 240, "slurm_mem_gb": picked["mem_gb"],
+            "slurm_sbatch": tuple(given.get("sbatch", ())) + tuple(flags.slurm_sbatch or ()),
+            "slurm_max_jobs": picked["max_jobs"],
+            "slurm_retries": 3 if picked["retries"] is None else picked["retries"]}
+
+
+_SLURM_EXPECTED = {"partition": "a string", "account": "a string", "qos": "a string", "time_min": "an integer >= 1",
+                   "mem_gb": "a number > 0", "sbatch": "a list of sbatch options such as \"--constraint=a100\"",
+                   "max_jobs": "an integer >= 1", "retries": "an integer >= 0"}
+
+
 @dataclass(frozen=True)
 class Settings:
     profile: str  # --profile, as typed (a name or a path)
     only: Optional[Tuple[str, ...]]  # --only: the sweeps whose runs are trained (None: all)
-    executor: str  # local | ray
+    executor: str  # local | ray | slurm
     device: str  # cpu | cuda: --device, else the profile's "device", else cpu
     jobs: int  # local executor on CPU: runs at a time (--jobs, else the profile's "jobs", else 1)
     threads: Optional[int]  # CPU threads per run (None: cores / jobs)
     runs_per_gpu: int
     address: Optional[str]  # Ray
-    cpus_per_run: float  # Ray
-    gpus_per_run: float  # Ray: --gpus-per-run, else 1 with --device cuda, else 0
+    cpus_per_run: float  # Ray and SLURM
+    gpus_per_run: float  # Ray and SLURM: --gpus-per-run, else 1 with --device cuda, else 0
     cache: bool  # the activation cache: not --no-cache and the profile's "cache" (default true)
     precision: Optional[str]  # --precision: the knob ELMO_PRECISION over the profile's
     task_precision: Optional[str]  # --task-precision: the knob TASK_PRECISION over the profile's
@@ -76,6 +122,15 @@ class Settings:
     wandb: bool
     wandb_project: str
     argv: Tuple[str, ...]  # the command line as typed, for the results' provenance
+    # --executor slurm (runner/execution/slurm.py): each a --slurm-* flag, else the profile's "slurm" object's key
+    slurm_partition: Optional[str] = None
+    slurm_account: Optional[str] = None
+    slurm_qos: Optional[str] = None
+    slurm_time_min: int = 240  # each job's time limit; a run longer than that is requeued and goes on
+    slurm_mem_gb: Optional[float] = None  # None: the partition's default
+    slurm_sbatch: Tuple[str, ...] = ()  # extra #SBATCH options, as typed: "--constraint=a100"
+    slurm_max_jobs: Optional[int] = None  # jobs submitted and not ended at once (None: every run at once)
+    slurm_retries: int = 3  # resubmissions of a job cancelled, timed out, preempted or lost without a result
 
     @classmethod
     def build(cls, flags: argparse.Namespace, profile: dict, argv: Tuple[str, ...] = ()) -> "Settings":
@@ -86,7 +141,7 @@ class Settings:
             raise SpecError(f"profile key 'device' must be \"cpu\" or \"cuda\", found {device!r}")
         gpus_per_run = flags.gpus_per_run
         if gpus_per_run is None:
-            gpus_per_run = 1.0 if device == "cuda" and flags.executor == "ray" else 0.0
+            gpus_per_run = 1.0 if device == "cuda" and flags.executor in ("ray", "slurm") else 0.0
         runs_dir = Path(flags.runs_dir or REPO / "runs" / profile["name"]).resolve()
         results_dir = Path(flags.results_dir or REPO / "results" / profile["name"]).resolve()
         if runs_dir == results_dir:  # --build-only then found the directory locked by "another runner": itself
@@ -106,7 +161,7 @@ class Settings:
             cache_dir=Path(flags.cache_dir).resolve(), keep_models=flags.keep_models, build_only=flags.build_only,
             redo_stale=flags.redo_stale, baselines_only=flags.baselines_only, check=flags.check,
             fetch_data=flags.fetch_data, wandb=not flags.no_wandb, wandb_project=flags.wandb_project,
-            argv=tuple(argv))
+            argv=tuple(argv), **slurm_fields(flags, profile))
 
     @property
     def writes_in(self) -> Tuple[Path, ...]:

@@ -159,7 +159,8 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict,
-                "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str}
+                "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str,
+                "slurm": dict}  # --executor slurm's defaults (runner/settings.py slurm_fields)
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py

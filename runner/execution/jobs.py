@@ -1,11 +1,13 @@
-"""The runs as jobs of the executors (runner/execution/training.py run_local, run_ray): what each job gets (job_for) and
-the loop that hands them over and prints a line as each ends (execute)."""
+"""The runs as jobs of the executors (runner/execution/training.py run_local, run_ray; runner/execution/slurm.py
+run_slurm): what each job gets (job_for) and the loop that hands them over and prints a line as each ends (execute)."""
 import os
 from pathlib import Path
 
 from runner.execution.eta import Estimator, duration
+from runner.execution.slurm import SlurmOptions, dry_run, run_slurm
 from runner.execution.training import run_local, run_ray
 from runner.metrics import metric_text
+from runner.plan import Plan, wanted_runs
 from runner.records import load_result
 from runner.settings import Settings
 
@@ -20,8 +22,8 @@ def job_for(run, directory, caches, profile, cells, settings: Settings) -> dict:
              "WANDB_PROJECT": settings.wandb_project,
              "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
-    if settings.executor == "ray" and settings.gpus_per_run > 0:
-        extra["CUDA_DEVICE"] = "0"  # Ray sets CUDA_VISIBLE_DEVICES to the run's GPU
+    if settings.executor in ("ray", "slurm") and settings.gpus_per_run > 0:
+        extra["CUDA_DEVICE"] = "0"  # Ray or SLURM sets CUDA_VISIBLE_DEVICES to the run's GPU(s)
     elif profile.get("device") == "cpu":  # --device cpu on a GPU profile: its CUDA_DEVICE knob (paper: 0) is not used
         extra["CUDA_DEVICE"] = "-1"
     return {"task": run.task, "knobs": k, "run_dir": str(directory), "extra_env": extra, "label": run_label(run, cells)}
@@ -60,6 +62,8 @@ def costed(jobs) -> list:
 def execute(jobs, settings: Settings, parallel: int, gpus=(), threads=None, archive=None, estimator=None) -> None:
     estimator = estimator or Estimator()
     runs = [j for j in jobs if "call" not in j]
+    if settings.executor == "slurm":  # the jobs SLURM may run at once (as many as there are, where no cap is given)
+        parallel = settings.slurm_max_jobs or max(1, len(runs))
     left = {j["run_dir"]: j for j in runs}
 
     def report(job, status):
@@ -74,7 +78,18 @@ def execute(jobs, settings: Settings, parallel: int, gpus=(), threads=None, arch
         print(progress_line(len(runs) - len(left), len(runs), job, status,
                             estimator.left(costed(left.values()), parallel)), flush=True)
 
-    if settings.executor == "ray":
+    if settings.executor == "slurm":
+        run_slurm(jobs, report, settings.keep_models, SlurmOptions.of(settings))
+    elif settings.executor == "ray":
         run_ray(jobs, report, settings.keep_models, settings.address, settings.cpus_per_run, settings.gpus_per_run)
     else:
         run_local(jobs, report, settings.keep_models, parallel, threads or settings.threads, gpus)
+
+
+def slurm_dry_run(plan: Plan, settings: Settings) -> str:
+    """--check with --executor slurm: the sbatch script of each unfinished run's job (the activation caches are not
+    built by --check: the jobs' ELMO_CACHE is known only once they are, just before submission)."""
+    todo = [r for r in wanted_runs(plan, settings.baselines_only)
+            if load_result(plan.run_dir[r] / "result.json")[0] is None]
+    return dry_run([job_for(r, plan.run_dir[r], {}, plan.profile, plan.cells, settings) for r in todo],
+                   SlurmOptions.of(settings))
