@@ -33,6 +33,10 @@ per-seed differences, which 3 seeds cannot check.
   rejecting only when both reject keeps the level at 0.05 without a correction); for the probes (a fixed biLM and a
   deterministic classifier, no seeds) the view over examples alone.
 - *contradicts*: the opposite direction, same standard.
+- *not computable*: the runs are all there, but a required test has no value on them: the per-seed differences are
+  equal on every seed (std 0, e.g. 2 seeds that both reach the baseline's best 1 epoch later), so the t statistic is
+  0/0 or ±∞ and no p exists (scipy's ttest_1samp gives nan). It decides nothing, in either direction, and enters no
+  correction; once such a view gave p = 0 and a claim "leant against the paper" on two tied seeds.
 - *not decidable at this scale*: anything else, including a required view that cannot be computed (one seed; fewer
   than MIN_UNITS units in a contrast of more than two systems; runs archived without per-example predictions) and
   **any run in the comparison still improving when its epochs ran out** (at its cap, its dev score still rising over
@@ -75,15 +79,50 @@ def seed_test(diffs: Dict[int, float]) -> dict:
 
     std = statistics.stdev(values)
     view["std"] = std
+    if std == 0:  # t = mean / (0 / √n) has no value (scipy's ttest_1samp gives nan): no p, no interval, no verdict
+        view["not_computable"] = True
+        view["unavailable"] = (f"not computable: the {len(values)} per-seed differences are all {values[0]:+g} "
+                               f"(std 0), so the t statistic has no value")
+        return view
     df = len(values) - 1
     half = scipy_stats.t.ppf(1 - ALPHA / 2, df) * std / math.sqrt(len(values))
     view["ci"] = [view["diff"] - half, view["diff"] + half]
-    if std == 0:  # identical differences on every seed: p is 1 if they are all 0, else no spread to test against
-        view["p"] = 1.0 if view["diff"] == 0 else 0.0
-    else:
-        t = view["diff"] / (std / math.sqrt(len(values)))
-        view["p"] = float(2 * scipy_stats.t.sf(abs(t), df))
+    t = view["diff"] / (std / math.sqrt(len(values)))
+    view["p"] = float(2 * scipy_stats.t.sf(abs(t), df))
     return view
+
+
+def welch_test(terms: Sequence[tuple]) -> dict:
+    """Sensitivity only (runner/analysis/verdicts.py sensitivity): the contrast Σ c_i · mean_i over the seeds of each
+    term as if its runs were independent samples, unpaired: Welch's t with the Welch-Satterthwaite degrees of freedom
+    (Welch 1947; for two terms scipy's ttest_ind(equal_var=False)). ``terms``: (coefficient, [value per seed])."""
+    from scipy import stats as scipy_stats
+
+    terms = [(c, [float(v) for v in values]) for c, values in terms]
+    complete = all(values for _, values in terms)
+    view = {"view": "seeds", "test": "Welch's unpaired t-test over seeds (sensitivity only)",
+            "n": min(len(v) for _, v in terms), "ci": None, "p": None,
+            "diff": float(sum(c * statistics.fmean(v) for c, v in terms)) if complete else None}
+    if any(len(v) < 2 for _, v in terms):
+        view["unavailable"] = "a term with under 2 seeds: no spread"
+        return view
+    parts = [c * c * statistics.variance(v) / len(v) for c, v in terms]
+    if sum(parts) == 0:
+        view["unavailable"] = "not computable: no spread in any term"
+        return view
+    df = sum(parts) ** 2 / sum(part ** 2 / (len(v) - 1) for part, (_, v) in zip(parts, terms))
+    view["p"] = float(2 * scipy_stats.t.sf(abs(view["diff"]) / math.sqrt(sum(parts)), df))
+    return view
+
+
+def one_sided(view: dict, direction: int) -> dict:
+    """Sensitivity only: a two-sided view made one-sided in the paper's direction: p/2 where the difference has that
+    direction, 1 − p/2 where it has the other (exact for the t-tests, whose null distribution is symmetric; for the
+    bootstrap and the randomization test the symmetric reading of their two-sided p)."""
+    if view.get("p") is None or view.get("diff") is None:
+        return dict(view)
+    agrees = view["diff"] * direction > 0
+    return dict(view, p=view["p"] / 2 if agrees else 1 - view["p"] / 2, test=f"{view.get('test', '')}, one-sided")
 
 
 def bootstrap_test(metric: str, terms: Sequence[tuple], draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
@@ -157,11 +196,16 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
     the view names the claim needs; ``still_improving``: runs still improving when their epochs ran out."""
     by_name = {v["view"]: v for v in views}
     missing = [name for name in required if name not in by_name or by_name[name].get("p") is None]
-    reasons = [f"no view over {name}" for name in missing]  # each view says why it is missing
+    uncomputable = [name for name in missing if by_name.get(name, {}).get("not_computable")]
+    reasons = [f"no view over {name}" for name in missing if name not in uncomputable]  # each view says why
     if still_improving:
         reasons.append(f"{len(still_improving)} run(s) still improving when their epochs ran out")
-    if reasons:
-        return {"verdict": "not decidable", "why": "; ".join(reasons)}
+    if uncomputable and not reasons:  # the runs are there, but a required test has no value on them
+        why = "; ".join(f"the view over {name} is {by_name[name]['unavailable']}" for name in uncomputable)
+        return {"verdict": "not computable", "why": why}
+    if missing or reasons:
+        return {"verdict": "not decidable", "why": "; ".join(reasons + [f"the view over {name} is not computable"
+                                                                       for name in uncomputable])}
     used = [by_name[name] for name in required]
     if kind == "equivalent":
         if any(v.get("ci") is None for v in used):
@@ -237,3 +281,26 @@ def seeds_needed(values: Sequence[float], direction: int = 1, alpha: float = ALP
                        f"{len(values)} seeds)")
     return None, (f"no number of seeds up to {MAX_SEEDS_NEEDED}: the difference ({mean:+.2f}) is within the noise "
                   f"(std {std:.2f} over {len(values)} seeds)")
+
+
+def seeds_needed_range(values: Sequence[float], direction: int = 1, alpha: float = ALPHA, power: float = POWER
+                       ) -> Tuple[Optional[int], Optional[int], Optional[str]]:
+    """The seeds needed (``seeds_needed``) at the two ends of the 95 % interval of the per-seed differences' std, at
+    their observed mean: std·√((n−1)/χ²_{0.975, n−1}) .. std·√((n−1)/χ²_{0.025, n−1}) (the chi-square interval of a
+    normal sample's variance) read through the paired-t power of ``seeds_needed``; 3 seeds' std is known only to
+    within a factor of 12 (0.52-6.3 x the observed). (fewest, most or None beyond MAX_SEEDS_NEEDED,
+    text "4–85" / "4–more than 50"); (None, None, None) where the point estimate has no number."""
+    from scipy import stats as scipy_stats
+
+    point, _ = seeds_needed(values, direction, alpha, power)
+    if point is None or len(values) < 2 or statistics.stdev(values) == 0:
+        return None, None, None
+    mean, std, df = statistics.fmean(values), statistics.stdev(values), len(values) - 1
+    ends = []
+    for quantile in (1 - ALPHA / 2, ALPHA / 2):  # the larger chi-square quantile gives the smaller std
+        spread = std * math.sqrt(df / scipy_stats.chi2.ppf(quantile, df))
+        ends.append(seeds_needed([mean - spread, mean, mean + spread], direction, alpha, power)[0])
+    low, high = ends
+    low = min(low, point) if low is not None else point
+    text = f"{low}–{high}" if high is not None else f"{low}–more than {MAX_SEEDS_NEEDED}"
+    return low, high, text

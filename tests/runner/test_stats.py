@@ -26,31 +26,35 @@ def test_identical_systems_are_not_decidable_at_any_n(n):
     seeds = [accuracy_units(rng.integers(0, 2, n)) for _ in range(3)]
     views = views_for(seeds, [s.copy() for s in seeds])
     result = stats.verdict(1, views, BOTH)
-    assert result["verdict"] == "not decidable"
-    assert views[0]["diff"] == 0 and views[0]["p"] == 1.0
+    # every seed's difference is 0 (std 0): the t-test over seeds has no value, and the claim decides nothing
+    assert result["verdict"] == "not computable"
+    assert views[0]["diff"] == 0 and views[0]["p"] is None and views[0]["not_computable"]
     assert views[1]["diff"] == 0 and views[1]["p"] == 1.0
     # under MIN_UNITS the view is the randomization test, which has no interval
     assert views[1]["ci"] == ([0.0, 0.0] if n >= stats.MIN_UNITS else None)
 
 
 def test_a_system_better_on_every_example_supports_once_n_is_large_enough():
-    """B is right on a random half; A is right wherever B is and on 2 % more (never worse on any example), in
-    three seeds. At n = 40 (one extra example per seed) the bootstrap cannot tell; at n = 2,000 both views give
-    p < 0.05 and the verdict is supports; swapped, contradicts."""
+    """B is right on a random half; A is right wherever B is and on 2-2.5 % more (never worse on any example), in
+    three seeds. At n = 40 (one extra example per seed) the bootstrap cannot tell; at n = 2,000 (40, 45 and 50 extra
+    examples: differences that vary by seed, as a t-test over seeds needs) both views give p < 0.05 and the verdict
+    is supports; swapped, contradicts."""
     def systems(n, seed):
         rng = np.random.default_rng(seed)
         b_right = rng.random(n) < 0.5
         a_seeds, b_seeds = [], []
-        for _ in range(3):
+        for k in range(3):
             extra = np.zeros(n, bool)
-            extra[rng.choice(np.flatnonzero(~b_right), size=max(1, n // 50), replace=False)] = True
+            extra[rng.choice(np.flatnonzero(~b_right), size=max(1, n // 50 + k * (n // 400)), replace=False)] = True
             a_seeds.append(accuracy_units(b_right | extra))
             b_seeds.append(accuracy_units(b_right))
         return a_seeds, b_seeds
 
     small = views_for(*systems(40, 40))
     assert small[1]["diff"] == pytest.approx(2.5) and small[1]["p"] >= 0.05
-    assert stats.verdict(1, small, BOTH)["verdict"] == "not decidable"
+    assert stats.verdict(1, small[1:], ("examples",))["verdict"] == "not decidable"
+    # (+2.5 on every seed: no spread over seeds, so that view is not computable and the claim decides nothing)
+    assert stats.verdict(1, small, BOTH)["verdict"] == "not computable"
     a, b = systems(2000, 1)
     large = views_for(a, b)
     assert large[0]["diff"] > 0 and large[0]["p"] < 0.05 and large[1]["p"] < 0.05 and large[1]["ci"][0] > 0
@@ -200,3 +204,57 @@ def test_randomization_test_needs_a_two_system_contrast_and_gives_no_interval_fo
     seeds = {"view": "seeds", "diff": view["diff"], "ci": [-0.1, 0.1], "p": 0.9}
     equivalent = stats.verdict(1, [seeds, view], BOTH, kind="equivalent")
     assert equivalent["verdict"] == "not decidable" and "interval" in equivalent["why"]
+
+
+@pytest.mark.parametrize("diffs", [{1: -1, 2: -1}, {1: 0.0, 2: 0.0, 3: 0.0}, {1: 2.5, 2: 2.5, 3: 2.5}])
+def test_a_t_test_over_equal_differences_is_not_computable_and_decides_nothing(diffs):
+    """Differences equal on every seed (std 0): t = mean / (0 / √n) has no value (scipy's ttest_1samp gives nan), so
+    the view has no p, is marked not computable, and the claim's verdict is "not computable", whatever the sign
+    (results/default sec5.4.squad: 2 seeds, differences [−1, −1], once p = 0 and "leans against the paper")."""
+    view = stats.seed_test(diffs)
+    assert view["p"] is None and view["ci"] is None and view["std"] == 0
+    assert view["not_computable"] and "not computable" in view["unavailable"]
+    examples = {"view": "examples", "diff": 1.0, "ci": [0.5, 1.5], "p": 0.001}
+    for direction in (1, -1):
+        result = stats.verdict(direction, [view, examples], BOTH)
+        assert result["verdict"] == "not computable" and "std 0" in result["why"]
+    assert stats.verdict(1, [view], ("seeds",))["verdict"] == "not computable"
+    # a required view missing for another reason (one seed on the other side) is still "not decidable"
+    missing = {"view": "examples", "unavailable": "no per-example predictions"}
+    assert stats.verdict(1, [view, missing], BOTH)["verdict"] == "not decidable"
+
+
+def test_seeds_needed_gives_its_range_over_the_spreads_chi_square_interval():
+    """The std of n seeds' differences has the 95 % interval std·√((n−1)/χ²_{0.975,n−1}) .. std·√((n−1)/χ²_{0.025,n−1})
+    (normal differences); the seeds needed at either end bound the point estimate (fewer at the small std)."""
+    from scipy import stats as scipy_stats
+
+    values = [1.0, 3.0, 5.0]  # mean 3, std 2: 6 seeds at the point estimate
+    low, high, text = stats.seeds_needed_range(values)
+    std = 2.0
+    small = std * (2 / scipy_stats.chi2.ppf(0.975, 2)) ** 0.5
+    large = std * (2 / scipy_stats.chi2.ppf(0.025, 2)) ** 0.5
+    assert small == pytest.approx(1.041, abs=1e-3) and large == pytest.approx(12.57, abs=0.01)
+    assert low == stats.seeds_needed([3 - small, 3, 3 + small])[0] and low <= 6
+    assert high is None  # at a std of 12.6 no number up to MAX_SEEDS_NEEDED will do
+    assert text.startswith(f"{low}–more than {stats.MAX_SEEDS_NEEDED}")
+    low2, high2, text2 = stats.seeds_needed_range([3.0, 3.5, 4.0, 3.2, 3.8])
+    assert low2 <= stats.seeds_needed([3.0, 3.5, 4.0, 3.2, 3.8])[0] <= high2 and text2 == f"{low2}–{high2}"
+    assert stats.seeds_needed_range([5.0]) == (None, None, None)
+
+
+def test_welch_contrast_matches_scipy_for_two_systems_and_halving_gives_the_one_sided_p():
+    from scipy import stats as scipy_stats
+
+    a, b = [70.0, 71.5, 69.0], [68.0, 68.4, 67.1, 68.9]
+    view = stats.welch_test([(1, a), (-1, b)])
+    reference = scipy_stats.ttest_ind(a, b, equal_var=False)
+    assert view["p"] == pytest.approx(reference.pvalue) and view["diff"] == pytest.approx(np.mean(a) - np.mean(b))
+    assert view["view"] == "seeds" and view["test"].startswith("Welch")
+    # a contrast of four systems (a difference of gains): Welch-Satterthwaite over Σ c_i² s_i² / n_i
+    gains = stats.welch_test([(1, a), (-1, b), (-1, [1.0, 2.0, 3.0]), (1, [1.0, 1.5, 2.0])])
+    assert gains["p"] is not None and 0 < gains["p"] < 1
+    assert stats.welch_test([(1, [1.0]), (-1, [2.0, 3.0])])["p"] is None  # one seed: no spread
+    two_sided = {"view": "seeds", "diff": 2.0, "p": 0.08}
+    assert stats.one_sided(two_sided, 1)["p"] == pytest.approx(0.04)
+    assert stats.one_sided(two_sided, -1)["p"] == pytest.approx(0.96)
