@@ -8,10 +8,11 @@ lowercased, so the 300-d file is cased and the 100-d and 50-d files are lowercas
 for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module.lm_data.tokenize_simple``).
 
 The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by default
-so that the output is the same bytes on every run on one CPU model (gensim's ``corpus_file`` mode with several workers
-depends on thread timing; another CPU model's BLAS kernels give other bytes, which the runner treats as other vectors:
-runner/execution/archive.py check_finished). Files are GloVe's text format (``word v1 ... vD``, no header line, most
-frequent word first), which allennlp's ``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
+and one pinned BLAS kernel (``blas_kernel``), so that the output is the same bytes on every run on every x86-64 CPU
+kind (gensim's ``corpus_file`` mode with several workers depends on thread timing; vectors that differ all the same,
+as on another architecture, are other vectors to the runner: runner/execution/archive.py check_finished). Files are
+GloVe's text format (``word v1 ... vD``, no header line, most frequent word first), which allennlp's
+``Embedding(pretrained_file=...)`` and our configs' ``GLOVE_PATH`` read.
 
 A profile asks for them with a ``vectors`` section and points ``GLOVE_PATH`` at the files::
 
@@ -32,6 +33,7 @@ import argparse
 import codecs
 import json
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -181,7 +183,23 @@ def settings(args) -> dict:
     """What makes the vectors what they are: a record with other settings is not reused."""
     return {"train": [str(p) for p in args.train], "dims": list(args.dims), "epochs": args.epochs,
             "window": args.window, "min_count": args.min_count, "max_vocab": args.max_vocab, "seed": args.seed,
-            "method": "word2vec skip-gram, 5 negatives, sample 1e-4"}
+            "method": "word2vec skip-gram, 5 negatives, sample 1e-4", "blas_kernel": blas_kernel()}
+
+
+def blas_kernel() -> str:
+    """The OpenBLAS kernel the stage pins (OPENBLAS_CORETYPE). gensim's word2vec updates every vector through BLAS
+    (sdot, saxpy of scipy's OpenBLAS: gensim/models/word2vec_inner.pyx), and OpenBLAS picks its kernels per CPU model
+    at load time (DYNAMIC_ARCH); each kernel sums in its own order, so the same corpus and seed gave other bytes on
+    an AVX-512 machine than on an AVX2 one. Pinned to Haswell's (AVX2 + FMA: every x86-64 CPU of the last decade, the
+    AVX-512 ones included), else the baseline x86-64 kernel (Prescott); on another architecture not pinned (say so)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"not pinned ({platform.machine()}: OpenBLAS's choice for this CPU)"
+    try:
+        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        flags = set()
+    return "Haswell" if {"avx2", "fma"} <= flags else "Prescott"
 
 
 def parse_args(argv=None):
@@ -332,7 +350,8 @@ def vectors_markdown(record: dict, out: str, provenance: List[str]) -> str:
     lines = ["# Word vectors of the baselines (GloVe stand-ins)", "",
              f"Trained by `python -m runner.stages.word_vectors` (gensim {record['gensim']}, {s['method']}, window "
              f"{s['window']}, "
-             f"{s['epochs']} epochs, min count {s['min_count']}, at most {s['max_vocab']:,} words, seed {s['seed']}) "
+             f"{s['epochs']} epochs, min count {s['min_count']}, at most {s['max_vocab']:,} words, seed {s['seed']}, "
+             f"BLAS kernel {s.get('blas_kernel', 'of its CPU (not pinned then)')}) "
              f"on the biLM's training text; written to `{out}/` in GloVe's text format; "
              f"{record['wall_time_s'] / 60:.0f} min in all.", ""]
     for case, corpus in record["corpus"].items():
@@ -364,6 +383,11 @@ def _score(value, scale=1, unit="") -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    kernel = blas_kernel()
+    if not kernel.startswith("not pinned") and os.environ.get("OPENBLAS_CORETYPE") != kernel:
+        raise SystemExit(f"error: OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}: the word vectors are "
+                         f"made under OPENBLAS_CORETYPE={kernel} (set before scipy's BLAS loads: run the stage as "
+                         f"python -m runner.stages.word_vectors, which sets it)")
     record = train(args)
     for f in record["files"].values():
         print(f"  {f['path']}: {f['vocabulary']:,} words, WordSim-353 {_score(f['wordsim353']['spearman'])}, "
@@ -374,4 +398,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if not blas_kernel().startswith("not pinned") and os.environ.get("OPENBLAS_CORETYPE") != blas_kernel():
+        # the kernel is chosen when OpenBLAS loads: start again with it set (blas_kernel says why)
+        os.execve(sys.executable, [sys.executable, "-m", "runner.stages.word_vectors", *sys.argv[1:]],
+                  {**os.environ, "OPENBLAS_CORETYPE": blas_kernel()})
     sys.exit(main())

@@ -214,3 +214,28 @@ def test_check_names_bad_stage_corpora_a_stage_vectors_dimension_and_nan_vectors
     check = run_runner(tmp_path, nan, "--check")
     assert check.returncode == 2 and "1 problem(s)" in check.stderr, check.stderr[-2000:]
     assert f"{glove}: expected finite numbers" in check.stderr and "found the value nan at line 5" in check.stderr
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="x86-64 kernels")
+def test_word_vectors_are_the_same_bytes_under_another_blas_kernel(tmp_path):
+    """OpenBLAS picks its kernels per CPU model, and gensim's word2vec sums through them: the same corpus gave other
+    vectors on an AVX-512 machine than on an AVX2 one. OPENBLAS_CORETYPE=Prescott (the baseline x86-64 kernel) stands
+    in for another CPU here: it gave other bytes than this CPU's own choice before the stage pinned its kernel."""
+    import random
+
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(400)]
+    (tmp_path / "corpus.txt").write_text("".join(
+        " ".join(rng.choice(words[:rng.randint(20, 400)]) for _ in range(rng.randint(5, 25))) + "\n"
+        for _ in range(6000)))
+    made = {}
+    for kernel in ("", "Prescott"):  # this CPU's own choice, and another
+        out = tmp_path / f"vectors-{kernel or 'own'}"
+        env = {**runner_env(tmp_path), "OPENBLAS_CORETYPE": kernel}
+        done = subprocess.run([sys.executable, "-m", "runner.stages.word_vectors", "--train",
+                               str(tmp_path / "corpus.txt"), "--out", str(out), "--dims", "50:lowercase",
+                               "--epochs", "1"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        made[kernel] = sha(out / "vectors.50d.lowercase.txt")
+    assert made[""] == made["Prescott"]
+    assert json.loads((out / "vectors.json").read_text())["settings"]["blas_kernel"] in ("Haswell", "Prescott")
