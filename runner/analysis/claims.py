@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from runner.analysis import stats
-from runner.analysis.verdicts import review
+from runner.analysis.verdicts import review, sensitivity, size_text
 from runner.execution.evidence import check_run, record_mismatch
 from runner.metrics import percent
 from runner.paths import REPO
@@ -183,6 +183,9 @@ def evaluate(claim: dict, runs: Runs, added_later: Dict[str, set]) -> dict:
     out["per_seed"] = {"/".join(str(k) for k in key[2:] if k is not None): {s: runs.value(group[s], split) for s in
                                                                            sorted(group)}
                        for (_, key), group in zip(claim["terms"], groups)}
+    # sensitivity only (runner/analysis/verdicts.py sensitivity): the declared seeds' runs as unpaired samples
+    out["welch"] = stats.welch_test([(c, [runs.value(group[s], split) for s in declared])
+                                     for (c, _), group in zip(claim["terms"], groups)])
     if later:
         out["extension"] = contrast(claim, runs, seeds, split)
     if split == "dev":
@@ -212,13 +215,27 @@ def _bootstrap(terms, seeds, split, runs: Runs, claim) -> dict:
     return view
 
 
-def updates_claim(task: str, runs: Runs) -> Optional[dict]:
-    """Sec. 5.4: epochs ELMo needs to reach the baseline's best dev score, against the baseline's own (Table 1 runs)."""
+# What Sec. 5.4 says of each task's updates: numbers for SRL only ("the SRL model reaches a maximum development F1
+# after 486 epochs of training without ELMo. After adding ELMo, the model exceeds the baseline maximum at epoch 10, a
+# 98% relative decrease in the number of updates"); of the others only its general sentence ("Adding ELMo to a model
+# increases the sample efficiency considerably, both in terms of number of parameter updates to reach state-of-the-art
+# performance and the overall training set size").
+SEC54_PAPER = {task: f"{TASK_NAMES[task]}: no number in the paper; Sec. 5.4 says adding ELMo \"increases the sample "
+                     f"efficiency considerably\" in parameter updates, with SRL's 486 → 10 epochs as its one example"
+               for task in TASK_NAMES}
+SEC54_PAPER["srl"] = "SRL: the baseline peaks after 486 epochs, ELMo passes that at epoch 10 (98 % fewer updates)"
+
+
+def updates_claim(task: str, runs: Runs, added_later: Optional[Dict[tuple, set]] = None) -> Optional[dict]:
+    """Sec. 5.4: epochs ELMo needs to reach the baseline's best dev score, against the baseline's own (Table 1 runs),
+    on the seeds Table 1 declared (``added_later`` as for ``evaluate``: those added after its first results are
+    left out)."""
     base, elmo = runs.groups.get(("table1", task, "baseline", None)), runs.groups.get(("table1", task, "ELMo", None))
     if base is None or elmo is None:
         return None
-    diffs, per_seed, improving, missing = {}, [], [], []
-    for s in sorted(set(base) & set(elmo)):
+    later = sorted(s for s in set(base) & set(elmo) if s in (added_later or {}).get(("table1", task), set()))
+    diffs, per_seed, improving, missing, epochs = {}, [], [], [], ([], [])
+    for s in sorted(set(base) & set(elmo) - set(later)):
         b_curve = [e.get("validation") for e in base[s]["result"].get("epochs") or []]
         e_curve = [e.get("validation") for e in elmo[s]["result"].get("epochs") or []]
         if not b_curve or not e_curve or None in b_curve + e_curve:
@@ -230,6 +247,7 @@ def updates_claim(task: str, runs: Runs) -> Optional[dict]:
         # not reached within its epochs: counted as one more than it ran (a lower bound on what it needs)
         e_epochs = next((i + 1 for i, v in enumerate(e_curve) if v >= target), len(e_curve) + 1)
         diffs[s] = b_epochs - e_epochs
+        epochs[0].append(b_epochs), epochs[1].append(e_epochs)
         per_seed.append(f"seed {s}: {b_epochs} → {e_epochs}")
     view = stats.seed_test(diffs)
     if missing:
@@ -237,9 +255,10 @@ def updates_claim(task: str, runs: Runs) -> Optional[dict]:
                                                 f"(archived before runs kept their epochs)"}
     claim = {"id": f"sec5.4.{task}", "section": "Sec. 5.4", "task": task,
              "text": f"{TASK_NAMES[task]}: ELMo reaches the baseline's best dev score in fewer epochs",
-             "paper": "SRL: the baseline peaks after 486 epochs, ELMo passes that at epoch 10 (98 % fewer updates)",
+             "paper": SEC54_PAPER[task], "seeds_declared": sorted(diffs), "seeds_added_later": later,
              "ours": "epochs, baseline's best → ELMo's to reach it: " + ("; ".join(per_seed) or "—"),
              "views": [view, {"view": "examples", "unavailable": "a learning curve has no per-example form"}],
+             "welch": stats.welch_test([(1, epochs[0]), (-1, epochs[1])]) if diffs else None,
              "still_improving": improving}
     return dict(claim, **stats.verdict(1, [view], ("seeds",), improving))
 
@@ -248,7 +267,7 @@ def probe_claim(sweep: str, result: Optional[dict], paper: dict, better: str, wo
     """Tables 5-6: one biLM layer against another on the probe's test units (no seeds: the biLM is fixed and the
     classifier deterministic, so the view over examples is the only one)."""
     claim = {"id": f"{sweep}.layers", "section": f"Table {sweep[-1]} (Sec. 5.3)", "task": sweep,
-             "text": f"{what}: the {better} beats the {worse}"}
+             "text": f"{what}: the {better} beats the {worse}", "seeds_declared": [], "seeds_added_later": []}
     rows = paper.get("rows", {})
     claim["paper"] = (f"{rows.get('biLM, ' + better.split(' LSTM')[0] + ' layer', '—')} vs "
                       f"{rows.get('biLM, ' + worse.split(' LSTM')[0] + ' layer', '—')}")
@@ -428,14 +447,19 @@ RULE = ("Verdict rule (runner/analysis/stats.py and runner/analysis/verdicts.py,
         "family** (the claims of one table or figure), is below 0.05; *contradicts*, the opposite direction by the "
         "same standard; otherwise *not decidable*, which includes a missing view and any run still improving when its "
         f"epochs ran out (least-squares slope over its last epochs, one-sided p < {IMPROVING_P}, a fitted rise of "
-        f"{IMPROVING_MIN_RISE} points or more). Benjamini-Hochberg over all counted claims is reported beside. Claims "
+        f"{IMPROVING_MIN_RISE} points or more); *not computable* when a required test has no value on the runs there "
+        "are (per-seed differences equal on every seed: std 0, t = 0/0 or ±∞), which decides nothing and enters no "
+        "family. Benjamini-Hochberg over all counted claims is reported beside. Claims "
         "resting on the same runs and contrast are one test, counted once (under the first heading that makes it). "
         "Seeds a profile added after results of a comparison were read are shown as an extension, never pooled into "
         "the verdict. A dev claim's same contrast on the test split is shown beside it, corrected the same way. "
         "*Leans against the paper*: some view, dev or test, gives p < 0.05 in the opposite direction. Seeds needed: "
         "for the t-test over seeds to reach p < 0.05 / m (m claims in its family: Holm's strictest step) with 80 % "
         "power "
-        f"at the observed mean and spread (noncentral t). Over seeds: df = seeds - 1. Over examples: "
+        "at the observed mean and spread (noncentral t), with its range over the spread's 95 % chi-square interval. "
+        "*Paper's size*, a second judgement beside the verdict (the rule above is unchanged): whether the paper's "
+        "difference lies inside every 95 % interval we have, dev and test. "
+        f"Over seeds: df = seeds - 1. Over examples: "
         f"{stats.BOOTSTRAP_DRAWS:,} draws, seeds averaged; "
         f"under {stats.MIN_UNITS} units (LitBank's 10 test documents) the exact paired randomization test instead. "
         "Every number of a run is the metric of its archived predictions (runner/execution/evidence.py). Differences "
@@ -450,7 +474,8 @@ def _p(value: Optional[float]) -> str:
 def _verdict_cell(claim: dict) -> str:
     if not claim["counted"]:
         return f"**{claim['verdict']}** (the same test as {claim['same_evidence_as']}, counted there)"
-    text = f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim["verdict"] == "not decidable" else "")
+    text = f"**{claim['verdict']}**" + (f" ({claim['why']})" if claim["verdict"] in ("not decidable", "not computable")
+                                         else "")
     if claim.get("against_paper"):
         text += "; **leans against the paper**"
     if claim.get("seeds_needed_why"):
@@ -469,12 +494,32 @@ def _test_cell(claim: dict) -> str:
                                                                                 if test.get("differs") else "")
 
 
-def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[str], untested: List[str]) -> str:
+def sensitivity_markdown(result: dict) -> List[str]:
+    """claims.md's section "Sensitivity only" (runner/analysis/verdicts.py sensitivity)."""
+    declared = result["declared"]
+    lines = ["", "## Sensitivity only: other tests under the same Holm rule (not the verdicts)", "",
+             f"*{result['label']}.* Of {result['claims']} counted claims the declared rule gives "
+             f"{declared['supports']} supported, {declared['contradicts']} contradicted, {declared['not decidable']} "
+             f"not decidable, {declared['not computable']} not computable.", "",
+             "| test instead | supports | contradicts | not decidable | not computable | verdicts that would change |",
+             "|---|---|---|---|---|---|"]
+    for alternative in result["alternatives"]:
+        counts, changed = alternative["counts"], alternative["changed"]
+        listed = "; ".join(f"{c['id']}: {c['verdict']} → {c['would_be']}" for c in changed) or "none"
+        lines.append(f"| {alternative['name']} ({alternative['how']}) | {counts['supports']} | "
+                     f"{counts['contradicts']} | {counts['not decidable']} | {counts['not computable']} | "
+                     f"{len(changed)}: {listed} |")
+    return lines + ["", f"Not run: {result['not_run']}."]
+
+
+def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[str], untested: List[str],
+                    sensitive: Optional[dict] = None) -> str:
     lines = ["# Claims of the paper that this profile tests", ""] + provenance_lines + [
         "", f"{summary['claims']} claims listed, {summary['counted']} tests counted (the others repeat a counted "
             f"test): "
             f"**{summary['supports']} supported, {summary['contradicts']} contradicted, {summary['not decidable']} not "
-            f"decidable at this scale; {summary['leans against the paper']} leaning against the paper; "
+            f"decidable at this scale, {summary['not computable']} not computable; "
+            f"{summary['leans against the paper']} leaning against the paper; "
             f"{summary['differs on test']} dev verdict(s) differing on test** (Holm within each family).", "",
         "![every counted claim: the difference with its 95 % intervals over seeds and examples, by family "
         "(runner/analysis/page.py; also in index.html)](claims.png)", "", RULE]
@@ -484,9 +529,9 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
         size = next((c.get("family_size") for c in members if c.get("family_size")), 0)
         lines += ["", f"## {name}: {len(members)} claims, {sum(c['counted'] for c in members)} counted, Holm over "
                       f"{size} tested", "",
-                  "| claim | paper | ours | over seeds | over examples | p: raw / Holm / BH | verdict | same contrast "
-                  "on test |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| claim | paper | ours | over seeds | over examples | p: raw / Holm / BH | verdict | the paper's "
+                  "size | same contrast on test |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for claim in members:
             views = {v["view"]: v for v in claim["views"]}
             lines.append(
@@ -494,8 +539,7 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
                 f"{view_text(views['seeds']) if 'seeds' in views else '— no seeds (one fixed biLM)'} | "
                 f"{view_text(views['examples']) if 'examples' in views else '—'} | "
                 f"{_p(claim.get('p'))} / {_p(claim.get('p_holm'))} / {_p(claim.get('p_bh'))} | {_verdict_cell(claim)} "
-                f"| "
-                f"{_test_cell(claim)} |")
+                f"| {size_text(claim)} | {_test_cell(claim)} |")
             if claim.get("extension"):
                 ext = claim["extension"]
                 views_text = "; ".join(view_text(v) for v in ext["views"])
@@ -511,6 +555,8 @@ def claims_markdown(claims: List[dict], summary: dict, provenance_lines: List[st
         lines += ["", "Runs still improving when their epochs ran out (their claims are not decided):", ""] + notes
     if untested:
         lines += ["", "Claims of the paper this profile cannot test:", ""] + [f"- {u}" for u in untested]
+    if sensitive:
+        lines += sensitivity_markdown(sensitive)
     return "\n".join(lines) + "\n"
 
 
@@ -569,17 +615,18 @@ def build_claims(sweeps: List[dict], cells: list, paper: dict, out_dir: Path, pr
     claims = [evaluate(c, runs, added_later) for c in catalogue(sweeps, paper, runs)]
     if "table1" in split_of:
         table1 = next(s for s in sweeps if s["name"] == "table1")
-        claims += [c for c in (updates_claim(t, runs) for t in table1["tasks"]) if c]
+        claims += [c for c in (updates_claim(t, runs, added_later) for t in table1["tasks"]) if c]
     probes = {"table5": ("second LSTM layer", "first LSTM layer", "WSD"),
               "table6": ("first LSTM layer", "second LSTM layer", "POS tagging")}
     for sweep, result in probe_results.items():
         if sweep in probes:
             claims.append(probe_claim(sweep, result, paper.get(sweep, {}), *probes[sweep]))
     summary = review(claims, runs)
+    sensitive = sensitivity(claims)
     declared = profile_file and declaration(profile_file, [run["result"] for group in runs.groups.values()
                                                           for run in group.values()], REPO)
     lines = provenance_lines + ([declared] if declared else [])
-    write_atomic(out_dir / "claims.md", claims_markdown(claims, summary, lines, untestable(sweeps)))
-    write_atomic(out_dir / "claims.json", json.dumps({"summary": summary, "rule": RULE, "claims": claims}, indent=1,
-                                                     default=str) + "\n")
+    write_atomic(out_dir / "claims.md", claims_markdown(claims, summary, lines, untestable(sweeps), sensitive))
+    write_atomic(out_dir / "claims.json", json.dumps({"summary": summary, "rule": RULE, "claims": claims,
+                                                      "sensitivity": sensitive}, indent=1, default=str) + "\n")
     return claims

@@ -247,3 +247,21 @@ def test_shares_of_the_training_set_read_without_exponents():
     from runner.analysis.claims import _share
 
     assert [_share(p) for p in (0.1, 1.79, 2.78, 10.0, 100.0, 0.05588)] == ["0.1", "1.8", "2.8", "10", "100", "0.056"]
+
+
+@pytest.mark.slow
+def test_every_claim_carries_its_declared_seeds_and_sec54_rows_quote_their_own_task(built):
+    """Sec. 5.4's fewer-updates claims are judged on Table 1's runs, whose seeds were declared with it: they carry
+    ``seeds_declared`` like every task claim (once null); a probe has no seeds (one fixed biLM): []. Each Sec. 5.4 row
+    quotes what the paper says of its own task (it gives numbers for SRL only), not SRL's sentence on every row."""
+    out, _, claims = built
+    assert all("seeds_declared" in c for c in claims.values())
+    assert claims["sec5.4.snli"]["seeds_declared"] == [1, 2, 3] and claims["sec5.4.snli"]["seeds_added_later"] == []
+    assert claims["sec5.4.ner"]["seeds_declared"] == [2, 3]  # the seeds both of its runs finished
+    assert claims["table6.layers"]["seeds_declared"] == []
+    snli, ner = claims["sec5.4.snli"]["paper"], claims["sec5.4.ner"]["paper"]
+    assert snli != ner and "SNLI" in snli and "NER" in ner and not snli.startswith("SRL")
+    assert "486" in snli  # the one example the paper gives, named as SRL's
+    from runner.analysis.claims import SEC54_PAPER
+
+    assert SEC54_PAPER["srl"].startswith("SRL: the baseline peaks after 486 epochs")

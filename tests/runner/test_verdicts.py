@@ -297,3 +297,146 @@ def test_a_hand_edited_number_is_left_out_of_the_tables_too(tmp_path):
     cells = [Cell("table2", "snli", "lambda=0.001", None, seed, run_dir=pair[1]) for seed, pair in runs.items()]
     elmo = aggregate(cells, "dev")
     assert sorted(elmo["by_seed"]) == [1, 3] and elmo["status"] == "partial"
+
+
+def _claim(cid, diff, seeds_ci, seeds_p, examples_ci, examples_p, paper_diff=None, direction=1, test=None, **extra):
+    """A claim as runner/analysis/claims.py hands it to review: its views and its verdict before correction."""
+    views = [{"view": "seeds", "n": 3, "seeds": [1, 2, 3], "values": [diff - 0.5, diff, diff + 0.5], "diff": diff,
+              "ci": seeds_ci, "p": seeds_p},
+             {"view": "examples", "n": 500, "diff": diff, "ci": examples_ci, "p": examples_p}]
+    claim = dict(id=cid, section="s", task="snli", text="t", paper="p", terms=[], seeds=[1, 2, 3],
+                 seeds_declared=[1, 2, 3], seeds_added_later=[], direction=direction, views=views,
+                 still_improving=[], paper_diff=paper_diff, **extra,
+                 **stats.verdict(direction, views, ("seeds", "examples")))
+    if test is not None:
+        claim["test_view"] = dict(split="test", views=test, still_improving=[],
+                                  **stats.verdict(direction, test, ("seeds", "examples")))
+    return claim
+
+
+def test_a_not_computable_claim_is_counted_as_such_and_leans_nowhere():
+    """results/default's sec5.4.squad: 2 seeds whose differences are both −1 epoch. The t-test over them is not
+    computable (std 0): the claim's verdict is "not computable", counted apart in the summary, out of Holm's family,
+    never "leans against the paper" (once p = 0 flagged it)."""
+    from runner.analysis.claims import updates_claim
+    from runner.analysis.verdicts import review
+
+    view = stats.seed_test({1: -1, 2: -1})
+    claim = {"id": "sec5.4.squad", "section": "Sec. 5.4", "task": "squad", "text": "t", "paper": "p",
+             "seeds_declared": [1, 2], "views": [view, {"view": "examples", "unavailable": "a curve"}],
+             "still_improving": [], **stats.verdict(1, [view], ("seeds",))}
+    other = dict(claim, id="sec5.4.snli", views=[stats.seed_test({1: 3, 2: 5}), claim["views"][1]])
+    other.update(stats.verdict(1, other["views"][:1], ("seeds",)))
+    summary = review([claim, other])
+    assert claim["verdict"] == "not computable" and "not computable" in claim["why"]
+    assert not claim["against_paper"] and claim["p"] is None and claim["p_holm"] is None
+    assert other["family_size"] == 1  # the not computable claim is not in the family
+    assert summary["not computable"] == 1 and summary["leans against the paper"] == 0
+    assert summary["supports"] + summary["contradicts"] + summary["not decidable"] + summary["not computable"] \
+        == summary["counted"]
+    assert updates_claim  # (the Sec. 5.4 claim is built by updates_claim, which uses the same seed_test)
+
+
+def test_consistency_with_the_papers_size_is_a_second_judgement_beside_the_verdict():
+    """Whether the paper's difference lies inside every 95 % interval we have (seeds and examples, dev and test):
+    SST-5's +3.3 outside both of ours is "not consistent" though the verdict (sign only) stays what it was."""
+    from runner.analysis.verdicts import review
+
+    inside = _claim("table1.snli", 1.0, [0.2, 1.8], 0.01, [0.4, 1.6], 0.001, paper_diff=0.7)
+    outside = _claim("table1.sst", 0.8, [-0.5, 2.1], 0.2, [-0.2, 1.8], 0.1, paper_diff=3.3)
+    on_test = _claim("table2.snli.x", 1.0, [0.2, 1.8], 0.01, [0.4, 1.6], 0.001, paper_diff=1.2,
+                     test=[{"view": "seeds", "diff": 0.1, "ci": [-0.3, 0.5], "p": 0.4},
+                           {"view": "examples", "diff": 0.1, "ci": [-0.2, 0.4], "p": 0.5}])
+    no_number = _claim("figure1.snli.1.0", 1.0, [0.2, 1.8], 0.01, [0.4, 1.6], 0.001)
+    review([inside, outside, on_test, no_number])
+    assert inside["paper_size"]["consistent"] is True
+    assert outside["paper_size"]["consistent"] is False and outside["verdict"] == "not decidable"
+    assert outside["paper_size"]["outside"] == ["dev seeds", "dev examples"]
+    assert on_test["paper_size"]["consistent"] is False and on_test["paper_size"]["outside"] == ["test seeds",
+                                                                                                 "test examples"]
+    assert no_number["paper_size"] is None
+    # seeds needed, with its range over the spread's interval
+    assert outside["seeds_needed"] is not None and outside["seeds_needed_range"][0] <= outside["seeds_needed"]
+
+
+def test_the_sensitivity_section_counts_verdicts_under_welch_and_one_sided_tests():
+    """Sensitivity only: the same Holm rule with the t-test over seeds replaced by Welch's unpaired test, and with
+    both views one-sided in the paper's direction (p halved where the difference has its direction): the claims whose
+    verdict would change, counted; the verdicts themselves stay the declared rule's."""
+    from runner.analysis.verdicts import review, sensitivity
+
+    # two-sided p 0.06 on seeds: not decidable; one-sided 0.03 (and examples 0.004): supports
+    near = _claim("table1.snli", 1.0, [-0.1, 2.1], 0.06, [0.4, 1.6], 0.008, paper_diff=0.7,
+                  welch={"view": "seeds", "test": "Welch", "diff": 1.0, "p": 0.01})
+    clear = _claim("table1.srl", 3.0, [2.0, 4.0], 0.001, [2.0, 4.0], 0.0002, paper_diff=3.2,
+                   welch={"view": "seeds", "test": "Welch", "diff": 3.0, "p": 0.3})
+    claims = [near, clear]
+    review(claims)
+    result = sensitivity(claims)
+    assert near["verdict"] == "not decidable" and clear["verdict"] == "supports"  # unchanged by the section
+    assert result["label"].startswith("sensitivity only")
+    by_name = {a["name"]: a for a in result["alternatives"]}
+    welch = by_name["Welch's unpaired t-test over seeds"]
+    assert welch["counts"]["supports"] == 1 and {c["id"] for c in welch["changed"]} == {"table1.snli", "table1.srl"}
+    one_sided = by_name["one-sided tests in the paper's direction"]
+    assert one_sided["counts"]["supports"] == 2
+    assert one_sided["changed"] == [{"id": "table1.snli", "verdict": "not decidable", "would_be": "supports"}]
+
+
+def test_tables_label_seeds_added_later_and_summary_json_keeps_them_apart(tmp_path):
+    """Table 2's SNLI: seeds 1-3 declared, 4-5 added after the first results were read. The table's cell is the
+    declared seeds' (as the claims judge them), the five seeds' pooled cell beside it with its label, never pooled
+    without one; summary.json keeps the declared cell and the later seeds apart."""
+    values = {("baseline", 1): 0.60, ("baseline", 2): 0.62, ("baseline", 3): 0.61, ("baseline", 4): 0.50,
+              ("baseline", 5): 0.52, ("lambda=0.001", 1): 0.66, ("lambda=0.001", 2): 0.68,
+              ("lambda=0.001", 3): 0.67, ("lambda=0.001", 4): 0.70, ("lambda=0.001", 5): 0.72}
+    cells = []
+    for (column, seed), value in values.items():
+        run = tmp_path / "runs" / f"{column}-{seed}"
+        run.mkdir(parents=True)
+        (run / "result.json").write_text(json.dumps({"run_id": run.name, "task": "snli", "seed": seed,
+                                                     "knobs": {"SEED": str(seed)}, "metric": "accuracy",
+                                                     "dev": value, "test": value, "metrics": {}, "log": "log.txt"}))
+        cells.append(Cell("table2", "snli", column, None, seed, run_dir=run))
+    sweep = dict(TABLE2, seeds={"default": 5}, seeds_added_later={"snli": {"seeds": [4, 5], "commit": "abc1234",
+                                                                           "why": "constructed"}})
+    out = tmp_path / "results"
+    summary = build_results([sweep], cells, PAPER, out, {"profile": "constructed"})
+    table = (out / "table2.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| snli"))
+    assert row.split("|")[2].strip().startswith("61.0 ± 1.0 (seeds 1–3; with seeds 4–5 added later: 57.0 ± 5.6 ‡")
+    assert "‡" in table and "added after the first results" in table and "abc1234" in table
+    differences = table.split("seed by seed")[-1]
+    assert "+6.0 ± 0.0 (n=3); with seeds 4–5 added later: +11.6 ± 7.7 (n=5) ‡" in differences
+    cell = next(c for c in summary["sweeps"]["table2"]["cells"] if c["column"] == "baseline")
+    assert cell["seeds_declared"] == [1, 2, 3] and sorted(cell["by_seed"]) == [1, 2, 3]
+    assert cell["mean"] == pytest.approx(61.0)
+    later = cell["seeds_added_later"]
+    assert later["seeds"] == [4, 5] and later["commit"] == "abc1234"
+    assert later["by_seed"] == {4: pytest.approx(50.0), 5: pytest.approx(52.0)}
+    assert later["all_seeds"]["mean"] == pytest.approx(57.0) and later["all_seeds"]["n"] == 5
+
+
+def test_the_predictions_record_their_own_batching(tmp_path):
+    """The batching a run records is its predictions pass's own (coref: one document per batch,
+    tasks/predictions.py evaluation_batch_size), read from the predictions file, not the constant BATCH."""
+    units = {"ids": ["0", "1"], "counts": [[1, 1], [0, 1]]}
+    for size, where in ((1, "file"), (None, "config")):
+        run = tmp_path / f"run-{where}"
+        (run / "model").mkdir(parents=True)
+        data = {"format": 1, "metric": "accuracy", "splits": {"dev": units, "test": units}}
+        if size:
+            data["batch_size"] = size
+        else:  # a file written before the pass recorded its batch size: the run's own config says it
+            (run / "model" / "config.json").write_text(json.dumps({"data_loader": {"batch_size": 1}}))
+        (run / PREDICTIONS).write_bytes(gzip.compress(json.dumps(data).encode()))
+        result = {"dev": 0.5, "test": 0.5, "metric": "accuracy",
+                  "predictions": {"file": PREDICTIONS, "metric": "accuracy", "units": {"dev": 2, "test": 2}}}
+        adopted = adopt(result, run)
+        assert adopted["predictions"]["batching"]["batch_size"] == 1, where
+    bare = tmp_path / "run-bare"
+    bare.mkdir()
+    (bare / PREDICTIONS).write_bytes(gzip.compress(json.dumps(
+        {"format": 1, "metric": "accuracy", "splits": {"dev": units}}).encode()))
+    adopted = adopt({"dev": 0.5, "metric": "accuracy", "predictions": {"units": {"dev": 2}}}, bare)
+    assert adopted["predictions"]["batching"]["batch_size"] is None  # unknown is said, not guessed
