@@ -154,6 +154,49 @@ def cell_text(agg: dict, decimals: int, notes: list, where: str) -> str:
     return text
 
 
+def seeds_text(seeds) -> str:
+    """1, 2, 3 -> "1–3"; 1, 3 -> "1, 3"."""
+    seeds = sorted(seeds)
+    contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}–{seeds[-1]}" if contiguous or (len(seeds) == 2 and seeds[1] == seeds[0] + 1) \
+        else ", ".join(map(str, seeds))
+
+
+def split_later(sweep: dict, task: str, cells: list) -> tuple:
+    """(the cells of the seeds declared before the sweep's first results, the profile's ``seeds_added_later`` entry
+    for ``task`` or None). The tables show the declared seeds' cell, as the claims judge them
+    (runner/analysis/claims.py evaluate), and the seeds added later beside it, labelled: never pooled unlabelled."""
+    entry = (sweep.get("seeds_added_later") or {}).get(task)
+    later = set((entry or {}).get("seeds") or [])
+    if not later or not any(c.seed in later for c in cells):
+        return cells, None
+    return [c for c in cells if c.seed not in later], entry
+
+
+def later_seeds(entry: dict, declared: dict, pooled: dict) -> dict:
+    """summary.json's record of a cell's seeds added later, apart from its declared cell: their values and the cell
+    over all seeds."""
+    later = sorted(s for s in pooled["by_seed"] if s not in declared["by_seed"])
+    return {"seeds": later, "commit": entry.get("commit"), "why": entry.get("why"),
+            "by_seed": {s: pooled["by_seed"][s] for s in later},
+            "all_seeds": {"n": len(pooled["values"]), "seeds": sorted(pooled["by_seed"]), "values": pooled["values"],
+                          "mean": pooled["mean"], "std": pooled["std"]}}
+
+
+def later_mark(entry: dict, declared: list, later: list, notes: list, where: str) -> str:
+    """"‡ [n]", with note n: which seeds were added after the first results, when and why."""
+    when = f" ({entry['commit']}" + (f": {entry['why']}" if entry.get("why") else "") + ")" if entry.get("commit") \
+        else ""
+    return "‡ " + _note(notes, f"{where}: seeds {seeds_text(later)} added after the first results were read{when}; "
+                              f"the cell is seeds {seeds_text(declared)}, declared before the runs, as claims.md "
+                              "judges them; the cell over all seeds beside it is shown, not judged")
+
+
+def with_later(text: str, declared: list, later: list, pooled_text: str, mark: str) -> str:
+    """"61.3 ± 0.3 (seeds 1–3; with seeds 4–5 added later: 61.1 ± 0.4 ‡ [1])"."""
+    return f"{text} (seeds {seeds_text(declared)}; with seeds {seeds_text(later)} added later: {pooled_text} {mark})"
+
+
 def at_cap_text(summary: list) -> str:
     """The runs that ran to their epoch cap (NUM_EPOCHS) without patience stopping them, cell by cell, with the epoch
     each kept; † where the dev score was still rising at the cap (runner/analysis/claims.py still_improving)."""
@@ -283,18 +326,38 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     reference = sweep.get("reference", "baseline")  # the column every other is differenced from, seed by seed
     others = [label for label in labels if label != reference] if reference in labels else []
     for task in sweep["tasks"]:
-        decimals, row, means, aggs = DECIMALS.get(task, 1), [task], {}, {}
+        decimals, row, means, aggs, pooled, marks = DECIMALS.get(task, 1), [task], {}, {}, {}, {}
         for label in labels:
-            agg = aggs[label] = aggregate(groups[(task, label, None)], split)
+            declared_cells, later = split_later(sweep, task, groups[(task, label, None)])
+            agg = aggs[label] = aggregate(declared_cells, split)
             means[label] = agg["mean"]
-            row += [cell_text(agg, decimals, notes, f"{task}/{label}"), _paper_text(paper_table, label, task, decimals)]
-            summary.append(dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg))
+            text = cell_text(agg, decimals, notes, f"{task}/{label}")
+            entry = dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg)
+            if later:  # seeds added after the first results: beside the declared cell, labelled, kept apart
+                everything = pooled[label] = aggregate(groups[(task, label, None)], split)
+                declared, extra_seeds = sorted(agg["by_seed"]), sorted(set(everything["by_seed"]) - set(agg["by_seed"]))
+                marks[label] = later_mark(later, declared, extra_seeds, notes, f"{task}/{label}")
+                text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],
+                                                                              decimals), marks[label])
+                entry.update(seeds_declared=declared, seeds_added_later=later_seeds(later, agg, everything))
+            row += [text, _paper_text(paper_table, label, task, decimals)]
+            summary.append(entry)
         if others:
             diffs = {label: paired_difference(aggs[label], aggs[reference]) for label in others}
+            key = "minus_baseline" if reference == "baseline" else f"minus {reference}"
             for entry in summary[-len(labels):]:
-                key = "minus_baseline" if reference == "baseline" else f"minus {reference}"
                 entry[key] = diffs.get(entry["column"])
-            diff_rows.append([task] + [difference_text(diffs[label], decimals) for label in others])
+            cells_text = [difference_text(diffs[label], decimals) for label in others]
+            for i, label in enumerate(others):
+                over_all = paired_difference(pooled[label], pooled[reference]) \
+                    if label in pooled and reference in pooled else None
+                if over_all and diffs[label]:
+                    entry = next(e for e in summary[-len(labels):] if e["column"] == label)
+                    entry["seeds_added_later"][key] = over_all
+                    extra_seeds = sorted(set(over_all["seeds"]) - set(diffs[label]["seeds"]))
+                    cells_text[i] += (f"; with seeds {seeds_text(extra_seeds)} added later: "
+                                      f"{difference_text(over_all, decimals)} {marks[label]}")
+            diff_rows.append([task] + cells_text)
         if with_increase:
             paper_values = [_paper_number(paper_table.get(k, {}).get(task)) for k in ("baseline", "ELMo")]
             row += [increase_text(means["baseline"], means["ELMo"], decimals), increase_text(*paper_values, decimals)]
@@ -373,9 +436,20 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
         for label in labels:
             points = []
             for x in xs:
-                agg = aggregate(groups[(task, label, x)], split)
-                summary.append(dict(task=task, column=label, x=x, paper=None, **agg))
-                table[x].append(cell_text(agg, decimals, notes, f"{task}/{label}/{x}"))
+                declared_cells, later = split_later(sweep, task, groups[(task, label, x)])
+                agg = aggregate(declared_cells, split)
+                entry, text = dict(task=task, column=label, x=x, paper=None, **agg), cell_text(agg, decimals, notes,
+                                                                                             f"{task}/{label}/{x}")
+                if later:  # as in build_table: the declared seeds' cell, the later ones beside it, labelled
+                    everything = aggregate(groups[(task, label, x)], split)
+                    declared = sorted(agg["by_seed"])
+                    extra_seeds = sorted(set(everything["by_seed"]) - set(declared))
+                    text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],
+                                                                                  decimals),
+                                      later_mark(later, declared, extra_seeds, notes, f"{task}/{label}/{x}"))
+                    entry.update(seeds_declared=declared, seeds_added_later=later_seeds(later, agg, everything))
+                summary.append(entry)
+                table[x].append(text)
                 if agg["mean"] is not None:
                     points.append((percents[x], agg["mean"], agg["std"] or 0.0))
             if points:
