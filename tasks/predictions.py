@@ -209,15 +209,16 @@ class UnitPredictionsCallback(TrainerCallback):
             return
         started = time.time()
         reader = DatasetReader.from_params(Params(config.get("validation_dataset_reader") or config["dataset_reader"]))
-        splits = {}
+        splits, batch_size = {}, evaluation_batch_size(config)
         for split, key in (("dev", "validation_data_path"), ("test", "test_data_path")):
             if config.get(key):
-                units = predict_units(model, reader, config[key], extract, evaluation_batch_size(config))
+                units = predict_units(model, reader, config[key], extract, batch_size)
                 splits[split] = {"ids": [u["id"] for u in units], "counts": [u["counts"] for u in units],
                                  "pred": [u["pred"] for u in units], "gold": [u["gold"] for u in units]}
                 if units and "verb" in units[0]:  # SRL: the word srl-eval.pl sees as the target (_srl_units)
                     splits[split]["verb"] = [u["verb"] for u in units]
         path = os.path.join(self.serialization_dir, "unit_predictions.json.gz")
         with gzip.open(path + ".partial", "wt") as f:
-            json.dump({"format": 1, "metric": metric, "splits": splits, "seconds": round(time.time() - started, 2)}, f)
+            json.dump({"format": 1, "metric": metric, "splits": splits, "seconds": round(time.time() - started, 2),
+                       "batch_size": batch_size}, f)  # the pass's own batching (runner/execution/evidence.py batching)
         os.replace(path + ".partial", path)

@@ -2,14 +2,15 @@
 archived per-example predictions, the same numbers every table shows and every test resamples.
 
 The predictions pass (tasks/predictions.py) runs the kept epoch's model once over the dev and once over the test file,
-in file order, in batches of ``tasks.predictions.BATCH``. allennlp's own evaluation batches by length, with padding
+in file order, in batches of the run's own evaluation batch size (``tasks.predictions.evaluation_batch_size``: one
+document for coref). allennlp's own evaluation batches by length, with padding
 noise; for most models the two agree to 1e-11, but ELMo with the paper code's layer norm (elmo_module/scalar_mix.py:
 one mean and variance over the whole batch, as bilm-tf's ``weight_layers``) gives each sentence outputs that depend
 on its batch, and the two evaluations then differ (up to 0.29 accuracy points on the small SNLI runs). The number of
 record is the predictions' own, with allennlp's kept beside it as ``reported`` in result.json, and the batching of the
-pass recorded (``predictions.batching``), so the table, the seed test and the bootstrap of a claim all read one
-evaluation. The predictions file's sha256 is recorded too: predictions swapped between runs are refused when tables
-are built (``check_run``), not averaged in.
+pass recorded (``predictions.batching``, the batch size the pass wrote in its file), so the table, the seed test and
+the bootstrap of a claim all read one evaluation. The predictions file's sha256 is recorded too: predictions swapped
+between runs are refused when tables are built (``check_run``), not averaged in.
 """
 import gzip
 import hashlib
@@ -27,10 +28,17 @@ SCREENED = 0.01  # points: a model whose outputs do not depend on the batch: its
 BATCHING_SCREEN = 1.0
 
 
-def batching() -> dict:
-    from tasks.predictions import BATCH  # (torch/allennlp behind it: loaded when this runs)
+def batching(data: dict, run_dir: Path) -> dict:
+    """The batching of the pass that wrote ``data``: the batch size it recorded in its file, else (a file written
+    before it did) the run's own evaluation batch size from its config.json (tasks/predictions.py
+    evaluation_batch_size: coref evaluates one document per batch), else None: unknown, not guessed."""
+    size = data.get("batch_size")
+    config = Path(run_dir) / "model" / "config.json"
+    if size is None and config.is_file():
+        from tasks.predictions import evaluation_batch_size  # (torch/allennlp behind it: loaded when this runs)
 
-    return {"order": "file", "batch_size": BATCH, "by": "tasks/predictions.py (the kept epoch's model, once per split)"}
+        size = evaluation_batch_size(json.loads(config.read_text()))
+    return {"order": "file", "batch_size": size, "by": "tasks/predictions.py (the kept epoch's model, once per split)"}
 
 
 def read_predictions(run_dir: Path) -> dict:
@@ -63,7 +71,7 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
             raise ValueError(f"{path}: its {split} predictions give {ours:.4f}, the run recorded {expected:.4f}: not "
                              f"this run's predictions")
         out[split] = in_units_of(ours, reported)
-    out["predictions"] = dict(record, sha256=hashlib.sha256(raw).hexdigest(), batching=batching())
+    out["predictions"] = dict(record, sha256=hashlib.sha256(raw).hexdigest(), batching=batching(data, run_dir))
     return out
 
 
