@@ -27,6 +27,7 @@ from runner.preflight.checks import run_preflight  # every input checked before 
 from runner.records import load_result, write_json
 from runner.settings import Settings, existing
 from runner.spec import SpecError, load_profile
+from runner.stages.bilm_stages import restore_of_record
 from runner.stages.schedule import build_caches, run_stages
 
 
@@ -97,7 +98,7 @@ def _run(flags: argparse.Namespace, argv, writes_in: list) -> int:
                                   settings.redo_stale, LEFT_OUT)
         else:
             wanted = wanted_runs(plan, settings.baselines_only)
-
+            restore_of_record(plan.profile)  # a pretrained biLM kept in git: the preflight then reads it
             status = run_preflight(plan.profile, wanted, plan.cells, settings)
             if status is not None:
                 return status

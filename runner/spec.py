@@ -160,10 +160,11 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict,
                 "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str,
-                "slurm": dict}  # --executor slurm's defaults (runner/settings.py slurm_fields)
+                "slurm": dict, "bilm_of_record": dict}  # --executor slurm's defaults (runner/settings.py slurm_fields)
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py
+OF_RECORD_KEYS = {"from", "to"}  # runner/stages/bilm_stages.py restore_of_record
 DEVICES = ("cpu", "cuda")
 _JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
 
@@ -294,6 +295,11 @@ def check_profile(profile, path) -> None:
         for key in ("out", "train"):
             if key not in profile["vectors"]:
                 raise _key_error(where, f"vectors.{key}", "present (runner/stages/word_vectors.py)", "nothing")
+    if "bilm_of_record" in profile:
+        _check_keys(where, profile["bilm_of_record"], OF_RECORD_KEYS, "key of bilm_of_record", "bilm_of_record.")
+        for key, value in sorted({k: profile["bilm_of_record"].get(k) for k in OF_RECORD_KEYS}.items()):
+            if not isinstance(value, str):
+                raise _key_error(where, f"bilm_of_record.{key}", "a path (a string)", value)
     for name, override in profile.get("sweep_overrides", {}).items():
         if name not in profile["sweeps"]:
             raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")

@@ -275,6 +275,12 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
         if changed:  # neither reused nor resumed: the runs that read the old biLM are then stale (its checksum)
             print(f"biLM pretraining: {', '.join(changed)} changed since {out} was made: pretrained again")
             shutil.rmtree(out)
+        tuning = [t for t in fine.get("tasks", []) if t in task_knobs
+                  and not (repo_path(fine["out"].format(task=t)) / "perplexity.json").is_file()]
+        if tuning and pretraining_done(out, pre["args"]) and not (out / "softmax.hdf5").is_file():
+            print(f"biLM pretraining: {out} holds no softmax.hdf5 (a biLM of record keeps its weights only), which "
+                  f"the fine-tuning on {', '.join(tuning)} continues: pretrained again")
+            shutil.rmtree(out)
         if pretraining_done(out, pre["args"]):
             _check_outputs(out, "biLM pretraining")
             heldout = json.loads((out / "perplexity.json").read_text())["heldout"]
@@ -507,3 +513,68 @@ def archive_bilm(profile: dict, archive: Path) -> None:
             if not source.is_file():
                 continue
             keep_portable(source, target)
+    keep_of_record(profile, archive)
+
+
+# The biLM of record: a profile's pretrained biLM kept in git beside its results ("bilm_of_record": {"from":
+# "results/small/bilm/bilm", "to": "artifacts/small/bilm"}), the one exception to "no weights in git": its options
+# and weights (~14 MB for the small profile's 2 x 512 cells) with stage_args.json (the args, the sha256 of what it
+# read and of what it wrote), perplexity.json and stages.json. A fresh clone restores it into the stage's output
+# instead of pretraining (restore_of_record); the stage's own checks then apply as to one made here (other args
+# refused, other inputs pretrained again). Not the LM's softmax.hdf5 (50,000 x 128 floats, 25.6 MB: over the
+# 20 MB a biLM of record may take), which the fine-tunings continue: a fine-tuning still to make pretrains again.
+OF_RECORD_MAX_BYTES = 20_000_000
+_KEPT = (*OUTPUTS, "perplexity.json", "stages.json", SETTINGS)  # SETTINGS last: written once the others are
+
+
+def keep_of_record(profile: dict, archive: Path) -> None:
+    """The finished pretraining whose output is the profile's biLM of record, copied into its record folder when
+    that is in this profile's ``archive`` (RESULTS/bilm; another profile that reads the same record only restores
+    it): portable records, and the options and weights as they are, rewritten only when they differ."""
+    kept = profile.get("bilm_of_record")
+    if not kept:
+        return
+    out, record = repo_path(kept["to"]), repo_path(kept["from"])
+    if record.parent.resolve() != Path(archive).resolve():
+        return
+    if not (out / "perplexity.json").is_file() or not (out / SETTINGS).is_file():
+        return
+    size = sum((out / name).stat().st_size for name in OUTPUTS)
+    if size > OF_RECORD_MAX_BYTES:
+        print(f"warning: bilm_of_record: {out} holds {size / 1e6:.1f} MB of options and weights, over the "
+              f"{OF_RECORD_MAX_BYTES / 1e6:.0f} MB a biLM of record may take in git: not kept in {record}",
+              file=sys.stderr)
+        return
+    record.mkdir(parents=True, exist_ok=True)
+    for name in _KEPT:
+        if name in OUTPUTS:  # the bytes the runs read (and their record's sha256), not a portable rewrite
+            if not (record / name).is_file() or sha256_of(record / name) != sha256_of(out / name):
+                shutil.copyfile(out / name, record / f".{name}.partial")
+                os.replace(record / f".{name}.partial", record / name)
+        elif (out / name).is_file():
+            keep_portable(out / name, record / name)
+
+
+def restore_of_record(profile: dict) -> None:
+    """The profile's biLM of record copied into its stage's output when that holds no weights, after its files are
+    checked against the sha256 its record keeps (a mismatch: one line naming both); then said in one line."""
+    kept = profile.get("bilm_of_record")
+    if not kept:
+        return
+    record, out = repo_path(kept["from"]), repo_path(kept["to"])
+    if (out / "weights.hdf5").is_file() or not (record / "weights.hdf5").is_file():
+        return
+    outputs = _recorded(record).get("outputs") or {}
+    for name in OUTPUTS:
+        found = sha256_of(record / name) if (record / name).is_file() else "(missing)"
+        if outputs.get(name) != found:
+            raise SpecError(f"bilm_of_record: {record / name} does not match its record in {record / SETTINGS} "
+                            f"(sha256 {str(outputs.get(name))[:12]}, found {found[:12]}): check it out again "
+                            f"(git checkout -- {record}) or remove the profile's key 'bilm_of_record'")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in _KEPT:
+        if (record / name).is_file():
+            shutil.copyfile(record / name, out / f".{name}.partial")
+            os.replace(out / f".{name}.partial", out / name)
+    print(f"biLM of record: {out} restored from {record} (weights.hdf5 sha256 {outputs['weights.hdf5'][:12]}, "
+          f"checked): not pretrained again", flush=True)

@@ -6,6 +6,7 @@ caught by --check."""
 import copy
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -239,3 +240,46 @@ def test_word_vectors_are_the_same_bytes_under_another_blas_kernel(tmp_path):
         made[kernel] = sha(out / "vectors.50d.lowercase.txt")
     assert made[""] == made["Prescott"]
     assert json.loads((out / "vectors.json").read_text())["settings"]["blas_kernel"] in ("Haswell", "Prescott")
+
+
+def test_the_bilm_of_record_is_restored_checked_and_pretrained_again_where_it_cannot_serve(tmp_path, capsys):
+    """A fresh clone re-made the small profile's pretraining (2.2 h on one thread) although the same bytes could be
+    kept with its results; the kept biLM is restored instead, checked against its record, and stands in for the
+    stage only where it can: the fine-tunings continue the LM's softmax, which it does not keep."""
+    from runner.stages.bilm_stages import archive_bilm, restore_of_record
+
+    profile = _bilm_profile(tmp_path)
+    record, out = tmp_path / "results" / "bilm" / "bilm", tmp_path / "bilm"
+    profile["bilm_of_record"] = {"from": str(record), "to": str(out)}
+    ner_train = tmp_path / "ner.train.conll"
+    ner_train.write_bytes(NER_SAMPLE.read_bytes())
+    knobs = {"ner": {**KNOBS, "SIZE": "tiny", "TRAIN_PATH": str(ner_train)}}
+    prepare_bilm(profile, knobs, quiet=True)
+    archive_bilm(profile, tmp_path / "results" / "bilm")  # as the small profile keeps it
+    made = sha(out / "weights.hdf5")
+    assert sha(record / "weights.hdf5") == made and not (record / "softmax.hdf5").exists()
+    stages = json.loads((out / "stages.json").read_text())
+
+    shutil.rmtree(out)  # a fresh clone: artifacts/ is not in git
+    capsys.readouterr()
+    restore_of_record(profile)
+    assert capsys.readouterr().out == (f"biLM of record: {out} restored from {record} (weights.hdf5 sha256 "
+                                       f"{made[:12]}, checked): not pretrained again\n")
+    prepare_bilm(profile, knobs, quiet=True)  # the fine-tuning is done: the restored biLM serves as the stage
+    assert "biLM pretraining: done" in capsys.readouterr().out
+    assert sha(out / "weights.hdf5") == made and len(json.loads((out / "stages.json").read_text())) == len(stages)
+
+    shutil.rmtree(out)
+    shutil.rmtree(tmp_path / "bilm-ner")  # a fine-tuning to make: it needs the softmax, so the biLM is pretrained
+    restore_of_record(profile)
+    prepare_bilm(profile, knobs, quiet=True)
+    assert "holds no softmax.hdf5 (a biLM of record keeps its weights only), which the fine-tuning on ner " \
+           "continues: pretrained again" in capsys.readouterr().out
+    assert (out / "softmax.hdf5").is_file() and sha(out / "weights.hdf5") == made  # (deterministic on one CPU)
+
+    shutil.rmtree(out)
+    (record / "weights.hdf5").write_bytes((record / "weights.hdf5").read_bytes()[:1000])  # a cut copy: refused
+    with pytest.raises(SpecError, match=rf"^bilm_of_record: {record / 'weights.hdf5'} does not match its record in "
+                                        rf"{record / 'stage_args.json'} \(sha256 {made[:12]}, found [0-9a-f]{{12}}\)"):
+        restore_of_record(profile)
+    assert not out.exists()
