@@ -259,6 +259,8 @@ def updates_claim(task: str, runs: Runs, added_later: Optional[Dict[tuple, set]]
              "ours": "epochs, baseline's best → ELMo's to reach it: " + ("; ".join(per_seed) or "—"),
              "views": [view, {"view": "examples", "unavailable": "a learning curve has no per-example form"}],
              "welch": stats.welch_test([(1, epochs[0]), (-1, epochs[1])]) if diffs else None,
+             "paper_size_note": "the paper's epochs are of its full-scale training, not comparable at this scale"
+             if task == "srl" else "no paper number for this task",
              "still_improving": improving}
     return dict(claim, **stats.verdict(1, [view], ("seeds",), improving))
 
@@ -269,8 +271,9 @@ def probe_claim(sweep: str, result: Optional[dict], paper: dict, better: str, wo
     claim = {"id": f"{sweep}.layers", "section": f"Table {sweep[-1]} (Sec. 5.3)", "task": sweep,
              "text": f"{what}: the {better} beats the {worse}", "seeds_declared": [], "seeds_added_later": []}
     rows = paper.get("rows", {})
-    claim["paper"] = (f"{rows.get('biLM, ' + better.split(' LSTM')[0] + ' layer', '—')} vs "
-                      f"{rows.get('biLM, ' + worse.split(' LSTM')[0] + ' layer', '—')}")
+    paper_better, paper_worse = (rows.get(f"biLM, {layer.split(' LSTM')[0]} layer") for layer in (better, worse))
+    claim["paper"] = f"{paper_better or '—'} vs {paper_worse or '—'}"
+    claim["paper_diff"] = _diff(paper_better, paper_worse)
     if result is None:
         return dict(claim, ours="—", views=[], verdict="not decidable", why="the probe has not run")
     names = result.get("layer_names", [])

@@ -179,16 +179,18 @@ def later_seeds(entry: dict, declared: dict, pooled: dict) -> dict:
     later = sorted(s for s in pooled["by_seed"] if s not in declared["by_seed"])
     return {"seeds": later, "commit": entry.get("commit"), "why": entry.get("why"),
             "by_seed": {s: pooled["by_seed"][s] for s in later},
+            "runs": [r for r in pooled["runs"] if r.get("seed") in later],
             "all_seeds": {"n": len(pooled["values"]), "seeds": sorted(pooled["by_seed"]), "values": pooled["values"],
                           "mean": pooled["mean"], "std": pooled["std"]}}
 
 
 def later_mark(entry: dict, declared: list, later: list, notes: list, where: str) -> str:
-    """"‡ [n]", with note n: which seeds were added after the first results, when and why."""
+    """"‡ [n]", with note n: which seeds were added after the first results, when and why (one note per task:
+    ``where``)."""
     when = f" ({entry['commit']}" + (f": {entry['why']}" if entry.get("why") else "") + ")" if entry.get("commit") \
         else ""
     return "‡ " + _note(notes, f"{where}: seeds {seeds_text(later)} added after the first results were read{when}; "
-                              f"the cell is seeds {seeds_text(declared)}, declared before the runs, as claims.md "
+                              f"each cell is seeds {seeds_text(declared)}, declared before the runs, as claims.md "
                               "judges them; the cell over all seeds beside it is shown, not judged")
 
 
@@ -336,7 +338,7 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             if later:  # seeds added after the first results: beside the declared cell, labelled, kept apart
                 everything = pooled[label] = aggregate(groups[(task, label, None)], split)
                 declared, extra_seeds = sorted(agg["by_seed"]), sorted(set(everything["by_seed"]) - set(agg["by_seed"]))
-                marks[label] = later_mark(later, declared, extra_seeds, notes, f"{task}/{label}")
+                marks[label] = later_mark(later, declared, extra_seeds, notes, task)
                 text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],
                                                                               decimals), marks[label])
                 entry.update(seeds_declared=declared, seeds_added_later=later_seeds(later, agg, everything))
@@ -446,7 +448,7 @@ def build_curve(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
                     extra_seeds = sorted(set(everything["by_seed"]) - set(declared))
                     text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],
                                                                                   decimals),
-                                      later_mark(later, declared, extra_seeds, notes, f"{task}/{label}/{x}"))
+                                      later_mark(later, declared, extra_seeds, notes, task))
                     entry.update(seeds_declared=declared, seeds_added_later=later_seeds(later, agg, everything))
                 summary.append(entry)
                 table[x].append(text)

@@ -131,7 +131,7 @@ def size_text(claim: dict) -> str:
     """One phrase for claims.md: "consistent with the paper's +0.7" or "not consistent: +3.3 outside dev seeds, ..."."""
     size = claim.get("paper_size")
     if not size:
-        return "— (no paper number)"
+        return f"— ({claim.get('paper_size_note') or 'no paper number'})"
     if size["consistent"] is None:
         return f"— (no 95 % interval to hold the paper's {size['paper_diff']:+g})"
     if size["consistent"]:

@@ -259,6 +259,9 @@ def test_every_claim_carries_its_declared_seeds_and_sec54_rows_quote_their_own_t
     assert claims["sec5.4.snli"]["seeds_declared"] == [1, 2, 3] and claims["sec5.4.snli"]["seeds_added_later"] == []
     assert claims["sec5.4.ner"]["seeds_declared"] == [2, 3]  # the seeds both of its runs finished
     assert claims["table6.layers"]["seeds_declared"] == []
+    # the probe's paper prints both layers (97.3 vs 96.8): its size is judged against our interval too
+    assert claims["table6.layers"]["paper_diff"] == pytest.approx(0.5)
+    assert claims["table6.layers"]["paper_size"]["intervals"]
     snli, ner = claims["sec5.4.snli"]["paper"], claims["sec5.4.ner"]["paper"]
     assert snli != ner and "SNLI" in snli and "NER" in ner and not snli.startswith("SRL")
     assert "486" in snli  # the one example the paper gives, named as SRL's
