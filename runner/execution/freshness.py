@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from runner.paths import repo_path
-from runner.preflight.task_setup import task_config
 from runner.records import load_result
 from runner.spec import SpecError
+from runner.task_configs import task_config
 from tasks.knobs import KNOBS
 
 # The knobs that name files a run reads; the ELMo ones only for runs with ELMo (a baseline never opens them).

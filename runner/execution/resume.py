@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 from runner.paths import REPO
 from runner.records import differs_from_head
-from runner.stages.caches import elmo_embedder
+from runner.task_configs import elmo_embedder
 
 ATTEMPTS = "attempts.json"  # beside log.txt: each start of an unfinished run (resume_from)
 # What an allennlp training of ours imports and reads; its docs (a task's README.md) are not read by any training: an

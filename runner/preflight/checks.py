@@ -26,13 +26,14 @@ from elmo_module.activation_cache import bytes_per_token
 from elmo_module.options import BiLmOptions
 from runner.paths import REPO, VARIABLE, data_hint, expand, repo_path
 from runner.preflight.gpu_estimate import gpu_plan
-from runner.preflight.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
+from runner.preflight.task_setup import bilm_sources, first_line, gpu_index, sample_file
 from runner.settings import Settings
 from runner.spec import SpecError, bilm_outputs
 from runner.stages.bilm_stages import pretraining_done, stage_options, stages_pending
 from runner.stages.caches import instance_texts, no_cache_reason, task_readers
 from runner.stages.schedule import check_bfloat16
 from runner.stages.word_vectors import file_name, vectors_pending
+from runner.task_configs import config_nodes, task_config
 
 DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
 

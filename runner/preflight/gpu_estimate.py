@@ -5,8 +5,9 @@ from typing import Dict, List
 
 from elmo_module import device as devices  # through the module: tests fake its answers
 from runner.paths import repo_path
-from runner.preflight.task_setup import bilm_sources, config_nodes, first_line, gpu_index, sample_file, task_config
+from runner.preflight.task_setup import bilm_sources, first_line, gpu_index, sample_file
 from runner.spec import bilm_outputs
+from runner.task_configs import config_nodes, task_config
 
 TIMED_BATCHES = 5
 

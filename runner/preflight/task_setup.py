@@ -1,13 +1,13 @@
 """What the preflight (runner/preflight/checks.py) and its GPU estimate (runner/preflight/gpu_estimate.py) both read of
-a profile's runs before any training: the task's config evaluated with a run's knobs and its nodes, a readable sample of
-a data file, the weights the profile's biLM stages start from, the GPU the runs ask for, and an error's first line.
+a profile's runs before any training (the task's config itself: runner/task_configs.py): a readable sample of a data
+file, the weights the profile's biLM stages start from, the GPU the runs ask for, and an error's first line.
 Below both, so that neither imports the other for it."""
 import json
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from runner.paths import REPO, expand
+from runner.paths import expand
 
 PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
 JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
@@ -17,24 +17,6 @@ def first_line(error: BaseException) -> str:
     """An error's first non-empty line (a reader's or allennlp's message, without the lines after it)."""
     lines = [line for line in str(error).splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
-
-
-def task_config(task: str, knobs: Dict[str, str]) -> dict:
-    """The task's jsonnet config evaluated with the run's knobs."""
-    from allennlp.common import Params
-
-    return Params.from_file(str(REPO / "jsonnet_configs" / f"{task}.jsonnet"), ext_vars=dict(knobs)).as_dict()
-
-
-def config_nodes(node, path="config"):
-    """Every dict of a config with its path (``config.model.text_field_embedder``), depth first."""
-    if isinstance(node, dict):
-        yield path, node
-        for key, value in node.items():
-            yield from config_nodes(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from config_nodes(value, f"{path}[{i}]")
 
 
 def sample_file(path: Path, directory: Path) -> Tuple[Path, float]:

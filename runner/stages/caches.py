@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from runner.paths import REPO
+from runner.task_configs import elmo_embedder
 
 ELMO_KEY = "elmo_module"  # the token-indexer key of jsonnet_configs/elmo.libsonnet
 
@@ -143,20 +144,6 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
     # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
     return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},
                        reuse=True, dtype=dtype)
-
-
-def elmo_embedder(config) -> Optional[dict]:
-    """The elmo_module token embedder's settings, wherever a task config (or allennlp's saved config.json) put it."""
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("type") == "elmo_module":
-                return node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
 
 
 def _embedder_files(params: dict):

@@ -435,7 +435,7 @@ def test_gpu_hour_estimate_counts_an_epoch_of_batches_per_epoch(task, batch):
     """The plan's GPU hours multiply each run's epoch by its epochs: BATCHES_PER_EPOCH makes that epoch N batches of
     the config's batch size (sampler or plain), whatever TRAIN_FRACTION is."""
     from runner.preflight.gpu_estimate import instances_per_epoch
-    from runner.preflight.task_setup import task_config
+    from runner.task_configs import task_config
     from tasks.knobs import KNOBS
 
     knobs = {**KNOBS, "SIZE": "paper", "TRAIN_FRACTION": "0.001"}

@@ -27,7 +27,7 @@ def _reader(task: str, validation: bool = False, **knobs):
     from allennlp.common.plugins import import_plugins
     from allennlp.data import DatasetReader
 
-    from runner.preflight.task_setup import task_config  # the config evaluated with the given knobs, as a run sees it
+    from runner.task_configs import task_config  # the config evaluated with the given knobs, as a run sees it
     from tasks.knobs import KNOBS
 
     import_plugins()
