@@ -198,14 +198,14 @@ def verdict(direction: int, views: List[dict], required: Sequence[str], still_im
     missing = [name for name in required if name not in by_name or by_name[name].get("p") is None]
     uncomputable = [name for name in missing if by_name.get(name, {}).get("not_computable")]
     reasons = [f"no view over {name}" for name in missing if name not in uncomputable]  # each view says why
-    if still_improving:
-        reasons.append(f"{len(still_improving)} run(s) still improving when their epochs ran out")
-    if uncomputable and not reasons:  # the runs are there, but a required test has no value on them
+    improving = [f"{len(still_improving)} run(s) still improving when their epochs ran out"] if still_improving else []
+    if uncomputable and not reasons:  # the runs are there, but a required test has no value on them (a run still
+        # improving would hold the claim too, and is named, but no p exists to hold)
         why = "; ".join(f"the view over {name} is {by_name[name]['unavailable']}" for name in uncomputable)
-        return {"verdict": "not computable", "why": why}
-    if missing or reasons:
-        return {"verdict": "not decidable", "why": "; ".join(reasons + [f"the view over {name} is not computable"
-                                                                       for name in uncomputable])}
+        return {"verdict": "not computable", "why": "; ".join([why] + improving)}
+    if missing or improving:
+        return {"verdict": "not decidable", "why": "; ".join(reasons + improving + [
+            f"the view over {name} is not computable" for name in uncomputable])}
     used = [by_name[name] for name in required]
     if kind == "equivalent":
         if any(v.get("ci") is None for v in used):

@@ -122,7 +122,9 @@ def paper_size(claim: dict) -> Optional[dict]:
         sides.append((claim["test_view"].get("split", "test"), claim["test_view"].get("views") or []))
     intervals = {f"{where} {v['view']}": v["ci"] for where, views in sides for v in views if v.get("ci")}
     outside = [name for name, (lo, hi) in intervals.items() if not lo <= target <= hi]
-    return {"paper_diff": target, "intervals": intervals, "outside": outside,
+    above = {target > intervals[name][1] for name in outside}  # the paper's difference above ours: ours smaller
+    ours = None if not outside else "smaller" if above == {True} else "larger" if above == {False} else "mixed"
+    return {"paper_diff": target, "intervals": intervals, "outside": outside, "ours": ours,
             "inside": [name for name in intervals if name not in outside],
             "consistent": (not outside) if intervals else None}
 
@@ -136,7 +138,8 @@ def size_text(claim: dict) -> str:
         return f"— (no 95 % interval to hold the paper's {size['paper_diff']:+g})"
     if size["consistent"]:
         return f"consistent: the paper's {size['paper_diff']:+g} inside every interval"
-    return f"**not consistent**: the paper's {size['paper_diff']:+g} outside " + ", ".join(size["outside"])
+    ours = {"smaller": " (ours smaller)", "larger": " (ours larger)"}.get(size.get("ours"), "")
+    return f"**not consistent**{ours}: the paper's {size['paper_diff']:+g} outside " + ", ".join(size["outside"])
 
 
 def review(claims: List[dict], runs=None) -> Dict[str, int]:

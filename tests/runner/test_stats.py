@@ -219,6 +219,9 @@ def test_a_t_test_over_equal_differences_is_not_computable_and_decides_nothing(d
         result = stats.verdict(direction, [view, examples], BOTH)
         assert result["verdict"] == "not computable" and "std 0" in result["why"]
     assert stats.verdict(1, [view], ("seeds",))["verdict"] == "not computable"
+    # results/default's sec5.4.squad: its baselines were also still improving; no p exists either way
+    held = stats.verdict(1, [view], ("seeds",), still_improving=["squad/baseline seed 1", "squad/baseline seed 2"])
+    assert held["verdict"] == "not computable" and "2 run(s) still improving" in held["why"]
     # a required view missing for another reason (one seed on the other side) is still "not decidable"
     missing = {"view": "examples", "unavailable": "no per-example predictions"}
     assert stats.verdict(1, [view, missing], BOTH)["verdict"] == "not decidable"

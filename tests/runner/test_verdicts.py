@@ -340,7 +340,7 @@ def test_a_not_computable_claim_is_counted_as_such_and_leans_nowhere():
 def test_consistency_with_the_papers_size_is_a_second_judgement_beside_the_verdict():
     """Whether the paper's difference lies inside every 95 % interval we have (seeds and examples, dev and test):
     SST-5's +3.3 outside both of ours is "not consistent" though the verdict (sign only) stays what it was."""
-    from runner.analysis.verdicts import review
+    from runner.analysis.verdicts import review, size_text
 
     inside = _claim("table1.snli", 1.0, [0.2, 1.8], 0.01, [0.4, 1.6], 0.001, paper_diff=0.7)
     outside = _claim("table1.sst", 0.8, [-0.5, 2.1], 0.2, [-0.2, 1.8], 0.1, paper_diff=3.3)
@@ -352,6 +352,8 @@ def test_consistency_with_the_papers_size_is_a_second_judgement_beside_the_verdi
     assert inside["paper_size"]["consistent"] is True
     assert outside["paper_size"]["consistent"] is False and outside["verdict"] == "not decidable"
     assert outside["paper_size"]["outside"] == ["dev seeds", "dev examples"]
+    assert outside["paper_size"]["ours"] == "smaller"
+    assert "not consistent**" in size_text(outside) and "(ours smaller)" in size_text(outside)
     assert on_test["paper_size"]["consistent"] is False and on_test["paper_size"]["outside"] == ["test seeds",
                                                                                                  "test examples"]
     assert no_number["paper_size"] is None
