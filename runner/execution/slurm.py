@@ -171,19 +171,24 @@ def job_states(ids: List[str]) -> Dict[str, str]:
     if not ids:
         return {}
     states = {}
-    for job_id in ids:  # one at a time: squeue refuses the whole list for one id it no longer knows
-        out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%T", f"--jobs={job_id}"],
+    try:
+        out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%T", f"--jobs={','.join(ids)}"],
                              capture_output=True, text=True, timeout=120)
-        if out.returncode != 0 and "Invalid job id" not in out.stderr:
-            return {i: "UNKNOWN" for i in ids}
-        for line in out.stdout.splitlines():
-            found, _, state = line.strip().partition("|")
-            if found == job_id:
-                states[job_id] = state.split()[0] if state else "UNKNOWN"
+    except subprocess.TimeoutExpired:  # a controller too busy to answer: asked again at the next poll
+        return {i: "UNKNOWN" for i in ids}
+    if out.returncode != 0 and "Invalid job id" not in out.stderr:  # (that one: none of them known any more)
+        return {i: "UNKNOWN" for i in ids}
+    for line in out.stdout.splitlines() if out.returncode == 0 else ():
+        found, _, state = line.strip().partition("|")
+        if found in ids:
+            states[found] = state.split()[0] if state else "UNKNOWN"
     missing = [i for i in ids if i not in states]
     if missing and shutil.which("sacct"):
-        out = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobID,State",
-                              f"--jobs={','.join(missing)}"], capture_output=True, text=True, timeout=120)
+        try:
+            out = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobID,State",
+                                  f"--jobs={','.join(missing)}"], capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return {i: states.get(i, "UNKNOWN") for i in ids}
         for line in out.stdout.splitlines() if out.returncode == 0 else ():
             job_id, _, state = line.strip().partition("|")
             if job_id in missing and state:

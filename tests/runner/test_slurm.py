@@ -17,9 +17,11 @@ import pytest
 
 import runner.__main__ as runner_main
 from runner.execution.resume import training_code_changed
-from runner.execution.slurm import SlurmOptions, sbatch_script
+from runner.execution.slurm import NO_SHARED_FS, SlurmOptions, Watched, finish, sbatch_script
 from runner.execution.training import child_pythonpath
 from runner.paths import REPO
+from runner.pipeline import plan_from
+from runner.spec import SpecError
 from tests.runner.fakes import NER_TRAIN
 from tests.runner.slurm_cluster import Cluster, available
 
@@ -78,8 +80,6 @@ def test_the_sbatch_script_is_the_recorded_one(tmp_path):
 
 
 def test_slurm_settings_come_from_the_flag_then_the_profile_then_the_default(tmp_path):
-    from runner.pipeline import plan_from
-
     path = tmp_path / "p.json"
     path.write_text(json.dumps({**TINY, "slurm": {"partition": "cpu", "time_min": 30, "sbatch": ["--comment=a"]}}))
     base = ["--profile", str(path), "--runs-dir", str(tmp_path / "r"), "--results-dir", str(tmp_path / "s"),
@@ -106,6 +106,72 @@ def test_bad_slurm_settings_are_one_line(extra, profile_slurm, line, tmp_path, c
                              str(tmp_path / "s"), "--executor", "slurm", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert err == line
+
+
+@pytest.mark.slow  # the preflight imports allennlp
+def test_the_dry_run_prints_each_jobs_sbatch_script_and_submits_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no sbatch to call even by mistake (the preflight runs no program)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({**TINY, "slurm": {"partition": "debug", "time_min": 30}}))
+    assert runner_main.main(["--profile", str(path), "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+                             str(tmp_path / "results"), "--cache-dir", str(tmp_path / "cache"), "--executor",
+                             "slurm", "--dry-run", "--slurm-sbatch=--constraint=a100"]) == 0
+    out = capsys.readouterr().out
+    assert "--executor slurm would submit 2 job(s)" in out
+    scripts = out.split("#!/bin/bash")[1:]
+    assert len(scripts) == 2 and all("#SBATCH --partition=debug\n" in script and "#SBATCH --time=30\n" in script
+                                     and "#SBATCH --constraint=a100\n" in script for script in scripts), out
+    assert re.findall(r"^# ---- (ner \w+ seed 1): ", out, re.M) == ["ner baseline seed 1", "ner ELMo seed 1"]
+    assert not list(tmp_path.glob("runs/*/*/slurm"))
+
+
+def ended_job(tmp_path, outcome=None, logs=True, submissions=1):
+    """A job that ended as SLURM leaves it: its logs and submitit's result pickle (or none) beside its run."""
+    import cloudpickle
+
+    run_dir = tmp_path / "runs" / "ner" / "ner-0123456789"
+    (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
+    watched = Watched({"task": "ner", "run_dir": str(run_dir), "label": "ner baseline seed 1"}, "41", submissions)
+    if logs:
+        watched.stdout.write_text("submitit INFO starting\n")
+        watched.stderr.write_text("Traceback (most recent call last):\nMemoryError: out of memory\n")
+    if outcome is not None:
+        watched.result.write_bytes(cloudpickle.dumps(outcome))
+    return watched
+
+
+@pytest.mark.parametrize("outcome, state, logs, submissions, expected", [
+    (("success", {"status": "done", "dev": 1.0}), "COMPLETED", True, 1, {"status": "done", "dev": 1.0}),
+    (("success", {"status": "interrupted"}), "CANCELLED", True, 1, "again"),  # scancel: submitted again
+    (None, "TIMEOUT", True, 3, "again"),
+    (None, "GONE", False, 1, "again"),  # no longer known to SLURM, no result: submitted again
+    (None, "TIMEOUT", True, 4, {"status": "crashed", "log": "err",
+                                "error": "SLURM job 41 ended TIMEOUT: MemoryError: out of memory (submitted 4 times)"}),
+    (None, "OUT_OF_MEMORY", True, 1, {"status": "crashed", "log": "err",
+                                      "error": "SLURM job 41 ended OUT_OF_MEMORY: MemoryError: out of memory"}),
+    (("error", "Traceback\nValueError: bad\n"), "FAILED", True, 1,
+     {"status": "crashed", "log": "err", "error": "SLURM job 41: ValueError: bad"}),
+    (None, "CANCELLED", False, 4, {"status": "crashed", "log": "out",
+                                   "error": "SLURM job 41 ended CANCELLED before it started (submitted 4 times)"})])
+def test_an_ended_job_is_reported_or_submitted_again(outcome, state, logs, submissions, expected, tmp_path):
+    watched = ended_job(tmp_path, outcome, logs, submissions)
+    reported = []
+    again = finish(watched, state, lambda job, status: reported.append(status), SlurmOptions(retries=3))
+    if expected == "again":
+        assert again == f"ended {state} before its run did" and not reported
+    else:
+        logs = {"err": str(watched.stderr), "out": str(watched.stdout)}
+        assert again is None and reported == [{**expected, **({"log": logs[expected["log"]], "wall_time_s": 0}
+                                                               if "log" in expected else {})}]
+    assert json.loads((watched.stdout.parent / "jobs.json").read_text())[0]["state"] == state
+
+
+def test_a_job_that_ran_where_the_runs_directory_is_not_stops_the_sweep_in_one_line(tmp_path):
+    watched = ended_job(tmp_path, logs=False)
+    with pytest.raises(SpecError) as raised:
+        finish(watched, "FAILED", lambda job, status: None, SlurmOptions())
+    assert str(raised.value) == (f"SLURM job 41 of ner baseline seed 1 ended FAILED and left no log at "
+                                 f"{watched.stdout}: {NO_SHARED_FS}")
 
 
 # ---- a real one-node SLURM -----------------------------------------------------------------------------------------
@@ -331,6 +397,9 @@ def test_stopping_the_runner_cancels_its_jobs_and_nothing_else(slurm, tmp_path, 
     assert process.returncode == code, out[-3000:] + err[-3000:]
     cancelled = re.search(r"cancelled this runner's job\(s\) (.+) \(scancel\)", out)
     assert cancelled and sorted(cancelled.group(1).split(", ")) == sorted(ours), out
+    deadline = time.time() + 60  # a running job is COMPLETING until its processes are gone (KillWait)
+    while "COMPLETING" in [job_state(slurm, j) for j in ours] and time.time() < deadline:
+        time.sleep(0.5)
     assert [job_state(slurm, j) for j in ours] == ["CANCELLED", "CANCELLED"]
     assert still in ("RUNNING", "PENDING")  # the other job was not touched
     assert not list((tmp_path / "runs").glob("*/*/result.json"))
