@@ -100,10 +100,18 @@ def job_parameters(options: SlurmOptions, job_name: str) -> dict:
     return parameters
 
 
-def executor_for(run_dir: Path, options: SlurmOptions, job_name: str):
+def executor_for(run_dir: Path, options: SlurmOptions, job_name: str, script_only: bool = False):
+    """submitit's executor of one run's job; ``script_only``: one that only writes the sbatch script, on a machine
+    with no SLURM too (submitit refuses to make an executor where srun is not on PATH)."""
     import submitit  # submitit: only for --executor slurm
 
-    executor = submitit.SlurmExecutor(folder=run_dir / LOGS, max_num_timeout=options.retries)
+    class ScriptOnly(submitit.SlurmExecutor):
+        @classmethod
+        def affinity(cls) -> int:
+            return 1
+
+    executor = (ScriptOnly if script_only else submitit.SlurmExecutor)(folder=run_dir / LOGS,
+                                                                       max_num_timeout=options.retries)
     executor.update_parameters(**job_parameters(options, job_name))
     return executor
 
@@ -114,7 +122,7 @@ def job_name(job: Job) -> str:
 
 def sbatch_script(job: Job, options: SlurmOptions) -> str:
     """The sbatch script submitit would submit for ``job`` (its folder named, the job id still %j)."""
-    executor = executor_for(Path(job["run_dir"]), options, job_name(job))
+    executor = executor_for(Path(job["run_dir"]), options, job_name(job), script_only=True)
     return executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
 
 
@@ -275,9 +283,9 @@ def run_slurm(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
     """Each run one job, at most ``options.max_jobs`` in the queue at once; ``report`` as each run ends (its
     execute_run status, or a crash naming the job's log). Polls squeue every ``poll_s`` seconds while jobs end,
     backing off to ``max_poll_s`` while none does."""
-    if not shutil.which("sbatch") or not shutil.which("squeue"):
-        raise SpecError("--executor slurm: sbatch and squeue are not on PATH: run the runner on a machine of the "
-                        "SLURM cluster (a login node)")
+    if not all(shutil.which(program) for program in ("sbatch", "squeue", "srun", "scancel")):
+        raise SpecError("--executor slurm: sbatch, squeue, srun and scancel are not all on PATH: run the runner on "
+                        "a machine of the SLURM cluster (a login node)")
     queue = [j for j in jobs if "call" not in j]
     live: Dict[str, Watched] = {}
     for job in list(queue):  # an earlier runner's jobs still queued: watched, not submitted twice

@@ -17,7 +17,7 @@ import pytest
 
 import runner.__main__ as runner_main
 from runner.execution.resume import training_code_changed
-from runner.execution.slurm import NO_SHARED_FS, SlurmOptions, Watched, finish, sbatch_script
+from runner.execution.slurm import NO_SHARED_FS, SlurmOptions, Watched, finish, run_slurm, sbatch_script
 from runner.execution.training import child_pythonpath
 from runner.paths import REPO
 from runner.pipeline import plan_from
@@ -123,6 +123,13 @@ def test_the_dry_run_prints_each_jobs_sbatch_script_and_submits_nothing(tmp_path
                                      and "#SBATCH --constraint=a100\n" in script for script in scripts), out
     assert re.findall(r"^# ---- (ner \w+ seed 1): ", out, re.M) == ["ner baseline seed 1", "ner ELMo seed 1"]
     assert not list(tmp_path.glob("runs/*/*/slurm"))
+
+
+def test_no_slurm_on_this_machine_is_one_line(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SpecError, match=r"^--executor slurm: sbatch, squeue, srun and scancel are not all on PATH: "
+                                        r"run the runner on a machine of the SLURM cluster \(a login node\)$"):
+        run_slurm([{"task": "ner", "run_dir": "/nonexistent/r", "label": "x"}], print, False, SlurmOptions())
 
 
 def ended_job(tmp_path, outcome=None, logs=True, submissions=1):
