@@ -26,6 +26,7 @@ from elmo_module.elmo import Elmo
 from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
 from elmo_module.scalar_mix import MIX_MODES, ScalarMix
+from elmo_module.transformer import FrozenTransformer, is_transformer, transformer_dim
 from elmo_module.weights import load_bilm
 
 logger = logging.getLogger(__name__)
@@ -154,17 +155,60 @@ class ElmoTokenEmbedder(TokenEmbedder):
             mixes, mask = self.elmo(layers=layers, mask=mask)
         else:
             mixes, mask = self.elmo(elmo_tokens)
-        if self.placement != "input":
-            queue = _output_queues[self.name]
-            if len(queue) >= _MAX_QUEUED:
-                queue.clear()
-                raise ConfigurationError(
-                    f"ELMo output mix '{self.name}' is never consumed: placement '{self.placement}' needs an "
-                    f"'elmo_output' encoder (name '{self.name}') around the task RNN")
-            queue.append((mixes[-1], mask))
-        if self.placement == "output":
-            return mixes[0].new_zeros(*mixes[0].shape[:2], 0)
-        return mixes[0]
+        return _placed(mixes, mask, self.placement, self.name)
+
+
+def _placed(mixes: List[torch.Tensor], mask: torch.Tensor, placement: str, name: str) -> torch.Tensor:
+    """The input mix (nothing for output placement), the output mix queued for the 'elmo_output' encoder."""
+    if placement != "input":
+        queue = _output_queues[name]
+        if len(queue) >= _MAX_QUEUED:
+            queue.clear()
+            raise ConfigurationError(
+                f"ELMo output mix '{name}' is never consumed: placement '{placement}' needs an "
+                f"'elmo_output' encoder (name '{name}') around the task RNN")
+        queue.append((mixes[-1], mask))
+    if placement == "output":
+        return mixes[0].new_zeros(*mixes[0].shape[:2], 0)
+    return mixes[0]
+
+
+@TokenEmbedder.register("transformer_mix")
+class TransformerMixEmbedder(TokenEmbedder):
+    """A Hugging Face transformer used as ELMo is (elmo_module/transformer.py): frozen, in eval mode, one scalar mix
+    per placement over all its hidden states, the embedding layer's included, pooled to words. It reads what
+    allennlp's ``pretrained_transformer_mismatched`` indexer gives (word pieces and each word's offsets)."""
+
+    def __init__(self, encoder: str, pooling: str = "first", placement: str = "input", mix: str = "weighted",
+                 do_layer_norm: bool = False, dropout: float = 0.5, name: str = "elmo",
+                 precision: str = "float32") -> None:
+        super().__init__()
+        _check_choice("placement", placement, PLACEMENTS)
+        _check_choice("mix", mix, MIX_MODES)
+        try:
+            transformer = FrozenTransformer(encoder, pooling)
+        except ElmoInputError as e:
+            raise ConfigurationError(str(e)) from None
+        self.placement, self.name, self.precision = placement, name, precision
+        self.elmo = Elmo(transformer, num_mixes=2 if placement == "both" else 1, mix=mix,
+                         do_layer_norm=do_layer_norm, dropout=dropout)
+        labels = {"input": ["input"], "output": ["output"], "both": ["input", "output"]}[placement]
+        for mixer, label in zip(self.elmo.mixes, labels):
+            mixer.placement = label  # read by the mix-weights callback (Figure 2)
+
+    def get_output_dim(self) -> int:
+        return 0 if self.placement == "output" else self.elmo.output_dim
+
+    def forward(self, token_ids: torch.Tensor, mask: torch.Tensor, offsets: torch.Tensor,
+                wordpiece_mask: torch.Tensor, type_ids: Optional[torch.Tensor] = None,
+                segment_concat_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        with torch.autocast(token_ids.device.type, dtype=torch.bfloat16, enabled=self.precision == "bfloat16"):
+            try:
+                layers, mask = self.elmo.bilm(token_ids, wordpiece_mask, offsets, mask, type_ids)
+            except ElmoInputError as e:
+                raise ConfigurationError(str(e)) from None
+        mixes, mask = self.elmo(layers=[layer.float() for layer in layers], mask=mask)
+        return _placed(mixes, mask, self.placement, self.name)
 
 
 @Seq2SeqEncoder.register("elmo_output")
@@ -175,7 +219,8 @@ class ElmoOutputEncoder(Seq2SeqEncoder):
         super().__init__()
         self.encoder, self.name = encoder, name
         try:
-            self._elmo_dim = BiLmOptions.load(options_file).output_dim
+            self._elmo_dim = (transformer_dim(options_file) if is_transformer(options_file)
+                              else BiLmOptions.load(options_file).output_dim)
         except ElmoInputError as e:
             raise ConfigurationError(str(e)) from None
 

@@ -24,8 +24,8 @@ class Elmo(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     @property
-    def output_dim(self) -> int:
-        return self.bilm.options.output_dim
+    def output_dim(self) -> int:  # a biLM's [forward; backward] projection, or a transformer's hidden size
+        return self.bilm.options.output_dim if hasattr(self.bilm, "options") else self.bilm.output_dim
 
     def forward(self, char_ids: Optional[torch.Tensor] = None, layers: Optional[List[torch.Tensor]] = None,
                 mask: Optional[torch.Tensor] = None) -> Tuple[List[torch.Tensor], torch.Tensor]:

@@ -18,6 +18,11 @@ local size = knob('SIZE');
 local layer_norm = knob('ELMO_LAYER_NORM');
 
 local word_vectors = knob('WORD_VECTORS');
+// ENCODER: 'elmo' (the biLM of ELMO_OPTIONS/ELMO_WEIGHTS) or a Hugging Face transformer (a save_pretrained directory,
+// or hf:NAME) used the ELMo way: frozen, every hidden state mixed (elmo_module/transformer.py). The ELMO_* knobs of
+// placement, mix, lambda, layer norm and precision apply to it as to the biLM.
+local encoder = knob('ENCODER');
+local transformer = encoder != 'elmo';
 // Every knob's values are checked by tasks/knobs.py (RULES, knob_problems: the one place the rules live), under
 // `allennlp` when it loads tasks.allennlp_plugin and in the runner before any run: no second copy here.
 
@@ -30,6 +35,8 @@ local orDefault(value, default) = if value == '' then default else value;
     mix: mix,
     lambda: number('ELMO_LAMBDA'),
     layer_norm: layer_norm == 'true',
+    encoder: encoder,
+    pooling: knob('ENCODER_POOLING'),
     options_file: orDefault(knob('ELMO_OPTIONS'), 'elmo_module/bundled/tiny_options.json'),
     weight_file: orDefault(knob('ELMO_WEIGHTS'), 'elmo_module/bundled/tiny_weights.hdf5'),
     cache: knob('ELMO_CACHE'),
@@ -68,13 +75,28 @@ local orDefault(value, default) = if value == '' then default else value;
 
   // Token indexers of a text field, plus the ELMo character indexer when ELMo is on. sentences: the biLM runs on
   // each sentence of the text alone (the reader numbers them; coref, as e2e-coref's cache_elmo.py).
-  indexers(base, sentences=false): base + (if self.use_elmo then {
+  // A transformer encoder reads word pieces with each word's offsets (allennlp's mismatched indexer), a text whole.
+  indexers(base, sentences=false): base + (if self.use_elmo && transformer then {
+    [$.key]: { type: 'pretrained_transformer_mismatched',
+               model_name: if std.startsWith(encoder, 'hf:') then std.substr(encoder, 3, std.length(encoder)) else encoder },
+  } else if self.use_elmo then {
     [$.key]: { type: 'elmo_module_characters' } + (if sentences then { sentences: true } else {}),
   } else {}),
 
   // Token embedders, plus ELMo (one biLM pass; one scalar mix per placement, paper Sec. 3.2-3.3).
   // dropout: on the ELMo vector (allennlp-models' task configs: 0.5; SRL 0.1).
-  embedders(base, dropout=0.5): base + (if self.use_elmo then {
+  embedders(base, dropout=0.5): base + (if self.use_elmo && transformer then {
+    [$.key]: {
+      type: 'transformer_mix',
+      encoder: encoder,
+      pooling: $.knobs.pooling,  // ENCODER_POOLING: a word's first word piece, or the mean of its pieces
+      placement: placement,
+      mix: mix,
+      do_layer_norm: $.knobs.layer_norm,
+      dropout: dropout,
+      precision: $.knobs.precision,
+    },
+  } else if self.use_elmo then {
     [$.key]: {
       type: 'elmo_module',
       options_file: $.knobs.options_file,
@@ -111,12 +133,14 @@ local orDefault(value, default) = if value == '' then default else value;
   // An encoder whose input is the token representation [x_k; ELMo_k]. input_dim is the size without ELMo;
   // with ELMo at the input, tasks/elmo_input_sized.py adds the ELMo size read from the options file.
   // input_dim_key: the encoder's name of its input size ("input_size" for lstm/gru, "input_dim" for others).
+  // (the size added is the biLM's [forward; backward] projection, or the transformer's hidden size)
+  sized_by: if transformer then encoder else $.knobs.options_file,
   input_sized(encoder, input_dim, input_dim_key='input_size'):
     if self.elmo_at_input then {
       type: 'elmo_input_sized',
       encoder: encoder,
       input_dim: input_dim,
-      options_file: $.knobs.options_file,
+      options_file: $.sized_by,
       input_dim_key: input_dim_key,
     } else encoder { [input_dim_key]: input_dim },
 
@@ -125,7 +149,7 @@ local orDefault(value, default) = if value == '' then default else value;
     if self.elmo_at_output then {
       type: 'elmo_output',
       encoder: encoder,
-      options_file: $.knobs.options_file,
+      options_file: $.sized_by,
     } else encoder,
 
   // lambda * sum(w^2) on the softmax-weight parameters of every mix (paper Sec. 3.2), only for the weighted mix.

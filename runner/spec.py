@@ -30,7 +30,7 @@ class SpecError(ValueError):
     """A profile or sweep file that cannot be used: the message names the file and key."""
 
 
-LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION", "TASK_PRECISION")
+LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION", "TASK_PRECISION", "ENCODER", "ENCODER_POOLING")
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,10 @@ class Run:
 
     @property
     def cache_key(self) -> Tuple[str, ...]:
-        """Runs with the same task, data and biLM share one activation cache."""
+        """Runs with the same task, data and biLM (or transformer encoder) share one activation cache."""
         k = self.knob_dict
         return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"],
-                k["ELMO_PRECISION"])
+                k["ELMO_PRECISION"], k.get("ENCODER", "elmo"))
 
     @property
     def uses_elmo(self) -> bool:
@@ -475,7 +475,7 @@ def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
     twice, the same numbers). Only ELMO_PRECISION (a LATER_KNOBS knob, absent from every archived id): the other ELMo
     knobs stay, as archived baselines' ids hold them."""
     if knobs.get("ELMO") == "none":
-        return {**knobs, "ELMO_PRECISION": KNOBS["ELMO_PRECISION"]}
+        return {**knobs, **{k: KNOBS[k] for k in ("ELMO_PRECISION", "ENCODER", "ENCODER_POOLING")}}
     return knobs
 
 

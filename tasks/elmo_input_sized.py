@@ -15,10 +15,14 @@ from allennlp.common.file_utils import cached_path
 from allennlp.modules import Seq2SeqEncoder
 
 from elmo_module.options import BiLmOptions
+from elmo_module.transformer import is_transformer, transformer_dim
 
 
 def elmo_output_dim(options_file: str) -> int:
-    """The ELMo vector size of a biLM: [forward; backward] of the projection size (paper Sec. 3.1)."""
+    """The ELMo vector size of a biLM: [forward; backward] of the projection size (paper Sec. 3.1); of a transformer
+    encoder (a directory or hf:NAME in its place: elmo.libsonnet), its hidden size."""
+    if is_transformer(options_file):
+        return transformer_dim(options_file)
     return BiLmOptions.load(cached_path(options_file)).output_dim  # checked: one-line errors (ElmoInputError)
 
 

@@ -21,6 +21,12 @@ KNOBS = {
     # layer norm of each biLM layer before the mix (paper Sec. 3.2; bilm-tf's weight_layers do_layer_norm): false |
     # true. allennlp-models' ELMo configs and document-qa use false; the paper's SNLI model used true
     "ELMO_LAYER_NORM": "false",
+    # the contextual encoder: elmo (the biLM of ELMO_OPTIONS / ELMO_WEIGHTS) | a Hugging Face transformer used the
+    # ELMo way (frozen, every hidden state mixed: elmo_module/transformer.py), by its save_pretrained directory or
+    # hf:NAME. ELMO sets where it goes, ELMO_MIX / ELMO_LAMBDA / ELMO_LAYER_NORM / ELMO_PRECISION how it is mixed
+    "ENCODER": "elmo",
+    # a transformer encoder's word pieces to the task's words: first (the first piece's vector) | mean
+    "ENCODER_POOLING": "first",
     # biLM files (options.json + hdf5 in the official layout); empty = the small bundled biLM
     "ELMO_OPTIONS": "",
     "ELMO_WEIGHTS": "",
@@ -108,6 +114,7 @@ RULES = {
     "ELMO_LAYER_NORM": _one_of("false", "true"),
     "ELMO_PRECISION": _one_of("float32", "bfloat16"),
     "TASK_PRECISION": _one_of("float32", "bfloat16"),
+    "ENCODER_POOLING": _one_of("first", "mean"),
     "SEED": _number(0, low_open=False, integer=True),
     "TRAIN_FRACTION": _number(0, 1),
     "SST_PHRASES": _one_of("true", "false"),

@@ -76,7 +76,8 @@ def adopt(result: dict, run_dir: Path, data: Optional[dict] = None) -> Optional[
 
 
 # The knobs that tell the runs of one cell from another's: a record showing other values is another run's record
-IDENTITY_KNOBS = ("ELMO", "ELMO_MIX", "ELMO_LAMBDA", "ELMO_LAYER_NORM", "WORD_VECTORS", "TRAIN_FRACTION", "SEED")
+IDENTITY_KNOBS = ("ELMO", "ELMO_MIX", "ELMO_LAMBDA", "ELMO_LAYER_NORM", "WORD_VECTORS", "TRAIN_FRACTION", "SEED",
+                  "ENCODER")
 
 
 def record_mismatch(result: dict, run_dir: Path, task: str, seed: int, knobs: Optional[dict] = None) -> Optional[str]:

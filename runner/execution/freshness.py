@@ -49,6 +49,11 @@ def input_paths(task: str, knobs: Dict[str, str], uses_elmo: bool) -> Dict[str, 
         if name.startswith("ELMO_") and not uses_elmo:
             continue
         paths[name] = knobs.get(name, "") or {**BUNDLED_BILM, **bundled_data(task)}.get(name, "")
+    encoder = knobs.get("ENCODER", "elmo")
+    if uses_elmo and encoder != "elmo":  # a transformer's directory (every file below it); not the biLM's files
+        paths = {k: v for k, v in paths.items() if not k.startswith("ELMO_")}
+        if not encoder.startswith("hf:"):
+            paths["ENCODER"] = encoder
     return paths
 
 

@@ -376,6 +376,16 @@ def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
         return None
 
 
+def encoder_problems(runs) -> List[Problem]:
+    """Each transformer encoder (knob ENCODER) of the ELMo runs that cannot serve (elmo_module/transformer.py)."""
+    from elmo_module.transformer import encoder_problem  # (torch, transformers behind it: loaded when this runs)
+
+    found = {e: encoder_problem(e) for e in {r.knob_dict.get("ENCODER", "elmo") for r in runs if r.uses_elmo}}
+    return [Problem(e, "", why.removeprefix(f"encoder {e}: "), "Give the directory save_pretrained wrote (knob "
+                    "ENCODER: docs/encoders.md)")
+            for e, why in sorted(found.items()) if why]
+
+
 def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     from elmo_module.weights import (  # (torch/allennlp behind it: loaded when this runs)
         layout_mismatches,
@@ -475,7 +485,9 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
     samples: Dict[str, Dict[str, DataSample]] = {}
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
         for task in sorted({r.task for r in runs}):
-            knobs = next(r for r in runs if r.task == task).knob_dict
+            # (the data as the biLM's readers give it: a transformer encoder's indexer loads its tokenizer, checked
+            # apart by encoder_problems)
+            knobs = {**next(r for r in runs if r.task == task).knob_dict, "ENCODER": "elmo"}
             try:
                 config = task_config(task, knobs)
             except Exception as e:  # a config that does not evaluate: the first line says why
@@ -485,7 +497,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
             problems += glove_problems(profile, task, config)
             found, samples[task] = data_problems(task, knobs, Path(scratch))
             problems += found
-        problems += weights_problems(profile, runs, exclude)
+        problems += weights_problems(profile, runs, exclude) + encoder_problems(runs)
         sizes, free, existing = cache_plan(profile, runs, samples, cache_dir, exclude) if use_cache else ({}, 0, 0)
         need = sum(b for b, _ in sizes.values())
         if use_cache and need > free + existing:

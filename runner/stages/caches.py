@@ -105,6 +105,9 @@ def no_cache_reason(task: str, knobs: Dict[str, str]) -> Optional[str]:
     """Why a task's runs cannot read an activation cache, or None. A cache holds the biLM's layers of the texts read
     once before training; a training reader that draws a new window of each document each epoch, with the biLM
     over the whole window, would miss them from its second epoch (_random_windows)."""
+    if knobs.get("ENCODER", "elmo") != "elmo":
+        return (f"{task}: no activation cache for a transformer encoder ({knobs['ENCODER']}): it runs inside each "
+                f"run")
     if _random_windows(task_params(task, knobs)) == "texts":
         return (f"{task}: no activation cache (its training reader draws a random window of each document every "
                 f"epoch, random_offset, and the biLM reads each window whole): the biLM runs inside each run")

@@ -1,0 +1,221 @@
+"""A Hugging Face transformer under ELMo's protocol (elmo_module/transformer.py, the ``transformer_mix`` embedder):
+every hidden state mixed (the embedding layer's too), frozen, in eval mode, word pieces pooled to words, in every
+task config. The transformers are tiny random BERT and RoBERTa models the tests write themselves."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from elmo_module.transformer import pool_words
+from tests.conftest import REPO_ROOT
+
+CONFIGS = sorted(path.stem for path in (REPO_ROOT / "jsonnet_configs").glob("*.jsonnet"))
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def sample_words() -> list:
+    """The bundled samples' words, lowercased (a vocabulary in which most words are one piece and some several)."""
+    words = set()
+    for path in (REPO_ROOT / "tasks").glob("*/sample_data/*"):
+        if path.is_file() and path.stat().st_size < 2_000_000:
+            words.update(w.lower() for w in path.read_text(errors="ignore").split() if w.isalpha() and len(w) < 12)
+    return sorted(words)
+
+
+def tiny_transformer(out: Path, kind: str = "bert", dropout: float = 0.1) -> Path:
+    """A random 2-layer transformer with a fast tokenizer, saved as save_pretrained saves it."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast, RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    sizes = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                 hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    words = [w for w in sample_words() if len(w) > 3][:1500]
+    if kind == "bert":
+        letters = sorted(set("".join(words)) | set("0123456789"))
+        vocab = SPECIAL + letters + [f"##{c}" for c in letters] + [w for w in words if w not in letters]
+        (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
+        tokenizer = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+        model = BertModel(BertConfig(vocab_size=len(vocab), max_position_embeddings=4096, **sizes))
+    else:
+        from tokenizers import ByteLevelBPETokenizer
+
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator([" ".join(words)] * 3, vocab_size=600, min_frequency=1,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        bpe.save_model(str(out))
+        tokenizer = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"))
+        model = RobertaModel(RobertaConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=4098,
+                                           pad_token_id=1, **sizes))
+    tokenizer.save_pretrained(str(out))
+    model.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return tiny_transformer(tmp_path_factory.mktemp("bert") / "tiny-bert")
+
+
+@pytest.fixture
+def knobs(task_env):
+    from allennlp.common.plugins import import_plugins
+
+    import_plugins()
+    return task_env
+
+
+def test_words_take_their_first_piece_or_the_mean_of_their_pieces():
+    pieces = torch.arange(12, dtype=torch.float).view(1, 6, 2)  # [CLS] a b1 b2 b3 [SEP]: piece i is (2i, 2i+1)
+    offsets = torch.tensor([[[1, 1], [2, 4], [0, 0]]])  # word "a" = piece 1, word "b" = pieces 2-4, then padding
+    mask = torch.tensor([[True, True, False]])
+    assert pool_words(pieces, offsets, mask, "first").tolist() == [[[2, 3], [4, 5], [0, 0]]]
+    assert pool_words(pieces, offsets, mask, "mean").tolist() == [[[2, 3], [6, 7], [0, 0]]]
+
+
+@pytest.mark.parametrize("task", CONFIGS)
+@pytest.mark.parametrize("placement", ["input", "output", "both"])
+def test_every_task_config_takes_a_transformer_with_a_mix_over_every_hidden_state(knobs, bert, task, placement):
+    from allennlp.models import Model
+
+    from tests.tasks.test_configs import config_params, sample_vocabulary
+
+    vocab = sample_vocabulary(task)
+    knobs(ELMO=placement, ENCODER=str(bert), SIZE="tiny")
+    model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
+    mixes = [m for m in model.modules() if type(m).__name__ == "ScalarMix"]
+    assert [m.placement for m in mixes] == {"input": ["input"], "output": ["output"],
+                                           "both": ["input", "output"]}[placement]
+    assert all(m.mix_weights.numel() == 2 + 1 for m in mixes)  # num_hidden_layers + 1: the embedding layer too
+    [embedder] = [m for m in model.modules() if type(m).__name__ == "TransformerMixEmbedder"]
+    assert not any(p.requires_grad for p in embedder.elmo.bilm.parameters())
+
+
+def test_the_transformer_stays_in_eval_mode_while_the_task_model_trains(knobs, tmp_path):
+    """allennlp's mismatched embedder keeps the transformer's dropout on while the task model trains: with dropout
+    0.5 two passes then differ. Here they are the same."""
+    from allennlp.data import Token, Vocabulary
+    from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer
+
+    from elmo_module.allennlp_adapter import TransformerMixEmbedder
+
+    model = tiny_transformer(tmp_path / "dropout-bert", dropout=0.5)
+    indexer = PretrainedTransformerMismatchedIndexer(str(model))
+    words = [Token(w) for w in "the president said on monday that".split()]
+    indexed = indexer.as_padded_tensor_dict(indexer.tokens_to_indices(words, Vocabulary()),
+                                            indexer.get_padding_lengths(indexer.tokens_to_indices(words, Vocabulary())))
+    batch = {k: v.unsqueeze(0) for k, v in indexed.items()}
+    embedder = TransformerMixEmbedder(str(model), dropout=0.0)
+    embedder.train()
+    assert not embedder.elmo.bilm.model.training
+    first, second = embedder(**batch), embedder(**batch)
+    assert first.shape == (1, len(words), 16) and torch.equal(first, second)
+
+
+def test_a_roberta_tokenizer_gives_each_word_its_pieces(knobs, tmp_path):
+    from allennlp.data import Token, Vocabulary
+    from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer
+
+    from elmo_module.allennlp_adapter import TransformerMixEmbedder
+
+    model = tiny_transformer(tmp_path / "tiny-roberta", kind="roberta")
+    indexer = PretrainedTransformerMismatchedIndexer(str(model))
+    words = [Token(w) for w in "the president said on monday that".split()]
+    tokens = indexer.tokens_to_indices(words, Vocabulary())
+    assert len(tokens["offsets"]) == len(words)
+    batch = {k: v.unsqueeze(0) for k, v in indexer.as_padded_tensor_dict(
+        tokens, indexer.get_padding_lengths(tokens)).items()}
+    mixed = TransformerMixEmbedder(str(model), pooling="mean")(**batch)
+    assert mixed.shape == (1, len(words), 16) and torch.isfinite(mixed).all()
+
+
+def test_an_encoder_that_is_not_a_transformer_is_one_line(knobs, tmp_path):
+    from allennlp.common.checks import ConfigurationError
+
+    from elmo_module.allennlp_adapter import TransformerMixEmbedder
+
+    with pytest.raises(ConfigurationError, match=rf"^encoder {tmp_path}: expected a transformer's directory "
+                                                 r"\(config.json, weights and tokenizer, as save_pretrained writes "
+                                                 r"them\) or hf:NAME, found a directory without config.json$"):
+        TransformerMixEmbedder(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_a_task_trains_with_a_frozen_transformer_whose_weights_do_not_change(bert, tmp_path):
+    """NER trained two epochs with the tiny BERT at both placements: the loss falls, and every parameter of the
+    transformer in the trained model equals the saved transformer's."""
+    from transformers import AutoModel
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ELMO": "both", "ENCODER": str(bert), "SIZE": "tiny",
+           "NUM_EPOCHS": "3", "WANDB": "false"}
+    done = subprocess.run([sys.executable, "-m", "allennlp", "train", "jsonnet_configs/ner.jsonnet", "-s",
+                           str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    epochs = [json.loads((tmp_path / "model" / f"metrics_epoch_{i}.json").read_text()) for i in range(3)]
+    assert epochs[-1]["training_loss"] < epochs[0]["training_loss"]
+    trained = torch.load(tmp_path / "model" / "best.th", map_location="cpu")
+    prefix = "text_field_embedder.token_embedder_elmo_module.elmo.bilm.model."
+    original = AutoModel.from_pretrained(str(bert)).state_dict()
+    kept = {k[len(prefix):]: v for k, v in trained.items() if k.startswith(prefix)}
+    assert kept and set(kept) <= set(original)
+    assert all(torch.equal(kept[k], original[k]) for k in kept)
+    mix = json.loads((tmp_path / "model" / "elmo_mix_weights.json").read_text())
+    assert sorted(len(m["weights"]) for m in mix.values()) == [3, 3]
+
+
+@pytest.mark.slow
+def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline(bert, tmp_path):
+    """Table 1 with a third column, the tiny BERT at the input: the runner trains it (its directory checksummed as
+    the run's input, no activation cache), and the table has its cell beside ELMo's and the baseline's."""
+    from tests.runner.test_runner import runner_command, runner_env
+
+    columns = [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}},
+               {"label": "tiny BERT", "knobs": {"ELMO": "input", "ENCODER": str(bert)}}]
+    profile = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},
+               "sweep_overrides": {"table1": {"seeds": {"default": 1}, "columns": columns}}}
+    done = subprocess.run(runner_command(tmp_path, profile, "--no-wandb"), cwd=REPO_ROOT, env=runner_env(tmp_path),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no activation cache for a transformer encoder" in done.stdout + done.stderr
+    results = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/result.json")]
+    [encoded] = [r for r in results if r["knobs"]["ENCODER"] != "elmo"]
+    assert "ENCODER" in encoded["inputs"] and "ELMO_WEIGHTS" not in encoded["inputs"]
+    assert len(encoded["mix_weights"]) == 1 and len(next(iter(encoded["mix_weights"].values()))["weights"]) == 3
+    table = (tmp_path / "results" / "table1.md").read_text()
+    assert "tiny BERT" in table and "ELMo" in table and "baseline" in table
+
+
+def test_the_preflight_names_an_encoder_that_cannot_serve_in_one_line(bert, tmp_path):
+    """An encoder directory without config.json: one line of --check, before any training."""
+    from tests.runner.test_runner import runner_command, runner_env
+
+    columns = [{"label": "none", "knobs": {"ELMO": "input", "ENCODER": str(tmp_path)}},
+               {"label": "tiny", "knobs": {"ELMO": "input", "ENCODER": str(bert)}}]
+    profile = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny"},
+               "sweep_overrides": {"table1": {"seeds": {"default": 1}, "columns": columns}}}
+    done = subprocess.run(runner_command(tmp_path, profile, "--check", "--no-wandb"), cwd=REPO_ROOT,
+                          env={**runner_env(tmp_path), "TRANSFORMERS_OFFLINE": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (f"error: profile 't': 1 problem(s) with its inputs, nothing was run:\n  1. {tmp_path}: "
+                           f"expected a transformer's directory (config.json, weights and tokenizer, as "
+                           f"save_pretrained writes them) or hf:NAME, found a directory without config.json. Give "
+                           f"the directory save_pretrained wrote (knob ENCODER: docs/encoders.md)\n")
+
+
+def test_a_tokenizer_without_word_offsets_is_named(bert, monkeypatch):
+    """A slow tokenizer gives no word offsets, which pool the word pieces to words."""
+    import transformers
+
+    from elmo_module.transformer import encoder_problem
+
+    assert encoder_problem(str(bert)) is None and encoder_problem("elmo") is None
+    slow = type("Slow", (), {"is_fast": False})()
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: slow)
+    assert encoder_problem(str(bert)) == (f"encoder {bert}: expected a fast tokenizer (tokenizer.json: it gives each "
+                                          f"word's word pieces), found a slow one only")
