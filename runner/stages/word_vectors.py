@@ -34,6 +34,7 @@ import codecs
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -385,9 +386,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     kernel = blas_kernel()
     if not kernel.startswith("not pinned") and os.environ.get("OPENBLAS_CORETYPE") != kernel:
-        raise SystemExit(f"error: OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}: the word vectors are "
-                         f"made under OPENBLAS_CORETYPE={kernel} (set before scipy's BLAS loads: run the stage as "
-                         f"python -m runner.stages.word_vectors, which sets it)")
+        # OpenBLAS picks its kernel when it loads: the stage runs in a child that has it from its start
+        return subprocess.call([sys.executable, "-m", "runner.stages.word_vectors",
+                                *(sys.argv[1:] if argv is None else argv)],
+                               env={**os.environ, "OPENBLAS_CORETYPE": kernel})
     record = train(args)
     for f in record["files"].values():
         print(f"  {f['path']}: {f['vocabulary']:,} words, WordSim-353 {_score(f['wordsim353']['spearman'])}, "
@@ -398,8 +400,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if not blas_kernel().startswith("not pinned") and os.environ.get("OPENBLAS_CORETYPE") != blas_kernel():
-        # the kernel is chosen when OpenBLAS loads: start again with it set (blas_kernel says why)
-        os.execve(sys.executable, [sys.executable, "-m", "runner.stages.word_vectors", *sys.argv[1:]],
-                  {**os.environ, "OPENBLAS_CORETYPE": blas_kernel()})
     sys.exit(main())
