@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Token, TokenIndexer, Vocabulary
+from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer
 from allennlp.data.token_indexers.token_indexer import IndexedTokenList
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 from allennlp.modules.token_embedders import TokenEmbedder
@@ -26,7 +27,7 @@ from elmo_module.elmo import Elmo
 from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
 from elmo_module.scalar_mix import MIX_MODES, ScalarMix
-from elmo_module.transformer import FrozenTransformer, is_transformer, transformer_dim
+from elmo_module.transformer import FrozenTransformer, is_transformer, model_source, transformer_dim
 from elmo_module.weights import load_bilm
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,19 @@ def _placed(mixes: List[torch.Tensor], mask: torch.Tensor, placement: str, name:
     if placement == "output":
         return mixes[0].new_zeros(*mixes[0].shape[:2], 0)
     return mixes[0]
+
+
+@TokenIndexer.register("transformer_pieces")
+class TransformerPiecesIndexer(PretrainedTransformerMismatchedIndexer):
+    """allennlp's mismatched indexer (word pieces, each word's offsets) for the knob ENCODER's value: a directory,
+    hf:NAME or pkg:PACKAGE/SUBDIR (elmo_module/transformer.py model_source)."""
+
+    def __init__(self, encoder: str, **kwargs) -> None:
+        try:
+            source = model_source(encoder)
+        except ElmoInputError as e:
+            raise ConfigurationError(str(e)) from None
+        super().__init__(source, **kwargs)
 
 
 @TokenEmbedder.register("transformer_mix")

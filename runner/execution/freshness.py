@@ -52,8 +52,10 @@ def input_paths(task: str, knobs: Dict[str, str], uses_elmo: bool) -> Dict[str, 
     encoder = knobs.get("ENCODER", "elmo")
     if uses_elmo and encoder != "elmo":  # a transformer's directory (every file below it); not the biLM's files
         paths = {k: v for k, v in paths.items() if not k.startswith("ELMO_")}
-        if not encoder.startswith("hf:"):
-            paths["ENCODER"] = encoder
+        if not encoder.startswith("hf:"):  # (a hub name is transformers' cache, not a file of the run's)
+            from elmo_module.transformer import model_source  # (torch behind it: loaded for a transformer only)
+
+            paths["ENCODER"] = model_source(encoder) if encoder.startswith("pkg:") else encoder
     return paths
 
 

@@ -219,3 +219,26 @@ def test_a_tokenizer_without_word_offsets_is_named(bert, monkeypatch):
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: slow)
     assert encoder_problem(str(bert)) == (f"encoder {bert}: expected a fast tokenizer (tokenizer.json: it gives each "
                                           f"word's word pieces), found a slow one only")
+
+
+def test_an_encoder_inside_an_installed_package_is_found_without_importing_it(knobs, bert, tmp_path, monkeypatch):
+    """pkg:PACKAGE/SUBDIR: the way the optional all-MiniLM-L6-v2 package is named (requirements-minilm.lock)."""
+    import shutil
+
+    from allennlp.models import Model
+
+    from elmo_module.transformer import model_source
+    from tests.tasks.test_configs import config_params, sample_vocabulary
+
+    package = tmp_path / "site" / "fake_encoder_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('never imported')\n")
+    shutil.copytree(bert, package / "model")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert model_source("pkg:fake_encoder_pkg/model") == str(package / "model")
+    knobs(ELMO="input", ENCODER="pkg:fake_encoder_pkg/model")
+    model = Model.from_params(vocab=sample_vocabulary("ner"), params=config_params("ner").pop("model"))
+    assert [m.mix_weights.numel() for m in model.modules() if type(m).__name__ == "ScalarMix"] == [3]
+    with pytest.raises(Exception, match=r"^encoder pkg:no_such_pkg/model: expected an installed package "
+                                        r"'no_such_pkg', found none"):
+        model_source("pkg:no_such_pkg/model")
