@@ -11,7 +11,8 @@ What survives what:
 
 - SLURM's warning signal before a time limit or a preemption (``--signal=USR2@...``, submitit's): submitit calls
   ``SlurmRun.checkpoint`` and requeues the job (the same job id); the requeued job goes on from the run's last epoch
-  checkpoint (runner/execution/resume.py).
+  checkpoint (runner/execution/resume.py). A run longer than the time limit so goes on over as many jobs as it
+  needs, while each ends at least one epoch (else it fails, saying to give a longer --slurm-time).
 - A job that ends without its run's result (``scancel``, a time limit hit without the warning, a node lost,
   preemption by cancellation): the runner submits the run again, at most ``retries`` times; it goes on from the
   checkpoint too.
@@ -40,6 +41,7 @@ from runner.records import write_json
 from runner.settings import Settings
 from runner.spec import SpecError
 
+TIME_LIMITS = 1000  # submitit's cap on a job's requeues at its time limit: SlurmRun.checkpoint is the real one
 LOGS = "slurm"  # RUN_DIR/slurm/: the jobs' logs, submitit's pickles, jobs.json
 RECORD = "jobs.json"
 # states of a job that has ended (squeue's %T); any other (PENDING, RUNNING, REQUEUED, COMPLETING, ...) has not
@@ -110,8 +112,9 @@ def executor_for(run_dir: Path, options: SlurmOptions, job_name: str, script_onl
         def affinity(cls) -> int:
             return 1
 
+    # time limits reached: requeued as long as each job ends an epoch more (SlurmRun.checkpoint), not a fixed number
     executor = (ScriptOnly if script_only else submitit.SlurmExecutor)(folder=run_dir / LOGS,
-                                                                       max_num_timeout=options.retries)
+                                                                       max_num_timeout=TIME_LIMITS)
     executor.update_parameters(**job_parameters(options, job_name))
     return executor
 
@@ -134,24 +137,42 @@ def job_env(job: Job, options: SlurmOptions) -> Dict[str, str]:
             **({"CUDA_DEVICE": "0"} if options.gpus else {})}
 
 
+class NoProgress(RuntimeError):
+    """A job reached its time limit without finishing an epoch since it started: requeued, it would only do so again."""
+
+
 class SlurmRun:
     """What a job runs: one run (execute_run). SIGTERM (scancel, a requeue) stops its training and makes it write
     nothing (the run stays unfinished and goes on later from its checkpoint); submitit calls ``checkpoint`` on SLURM's
-    warning signal and requeues the job with what it returns: this run again."""
+    warning signal and requeues the job with what it returns: this run again, as often as each job ends at least one
+    more epoch (``time_min``: the job's time limit)."""
+
+    def __init__(self, time_min: int = 240):
+        self.time_min, self.started = time_min, time.time()
 
     def __call__(self, task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
                  keep_models: bool) -> dict:
+        self.started = time.time()
         signal.signal(signal.SIGTERM, lambda signum, frame: STOPPING.set())
         status = execute_run(task, knobs, run_dir, extra_env, keep_models)
         if status["status"] == "done" and not status.get("skipped"):
             record_job_ids(Path(run_dir))
         return status
 
-    def checkpoint(self, *args, **kwargs):
+    def checkpoint(self, task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[str, str],
+                   keep_models: bool):
+        """This run again (submitit requeues the job with it); NoProgress (the job fails, reported with its log) when
+        the warning came near the time limit and no epoch checkpoint was written since the job started. A preemption
+        earlier in the job is requeued whatever the progress."""
         import submitit  # submitit: only for --executor slurm
 
         STOPPING.set()  # the training is about to be killed by the requeue: not a crash
-        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+        ran = time.time() - self.started
+        newest = max((p.stat().st_mtime for p in Path(run_dir).glob("model/training_state_e*_b0.th")), default=0.0)
+        if ran >= self.time_min * 60 / 2 and newest < self.started:
+            raise NoProgress(f"no epoch of the run ended in the {ran / 60:.0f} min of this job: give its jobs a longer "
+                             f"time limit (--slurm-time, now {self.time_min} min)")
+        return submitit.helpers.DelayedSubmission(self, task, knobs, run_dir, extra_env, keep_models)
 
 
 def record_job_ids(run_dir: Path) -> None:
@@ -241,8 +262,8 @@ def submit(job: Job, options: SlurmOptions, keep_models: bool, submissions: int)
     run_dir = Path(job["run_dir"])
     executor = executor_for(run_dir, options, job_name(job))
     try:
-        submitted = executor.submit(SlurmRun(), job["task"], job["knobs"], job["run_dir"], job_env(job, options),
-                                    keep_models)
+        submitted = executor.submit(SlurmRun(options.time_min), job["task"], job["knobs"], job["run_dir"],
+                                    job_env(job, options), keep_models)
     except Exception as e:  # noqa: BLE001  (submitit's FailedJobError, sbatch's CalledProcessError: sbatch's words)
         words = [line for line in str(e).splitlines() if "error" in line.lower()] or str(e).splitlines() or [""]
         raise SpecError(f"--executor slurm: sbatch refused the job of {job['label']}: {words[-1].strip()[:300]}") \

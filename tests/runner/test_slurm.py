@@ -17,8 +17,17 @@ import pytest
 
 import runner.__main__ as runner_main
 from runner.execution.resume import training_code_changed
-from runner.execution.slurm import NO_SHARED_FS, SlurmOptions, Watched, finish, run_slurm, sbatch_script
-from runner.execution.training import child_pythonpath
+from runner.execution.slurm import (
+    NO_SHARED_FS,
+    NoProgress,
+    SlurmOptions,
+    SlurmRun,
+    Watched,
+    finish,
+    run_slurm,
+    sbatch_script,
+)
+from runner.execution.training import STOPPING, child_pythonpath
 from runner.paths import REPO
 from runner.pipeline import plan_from
 from runner.spec import SpecError
@@ -130,6 +139,31 @@ def test_no_slurm_on_this_machine_is_one_line(monkeypatch):
     with pytest.raises(SpecError, match=r"^--executor slurm: sbatch, squeue, srun and scancel are not all on PATH: "
                                         r"run the runner on a machine of the SLURM cluster \(a login node\)$"):
         run_slurm([{"task": "ner", "run_dir": "/nonexistent/r", "label": "x"}], print, False, SlurmOptions())
+
+
+@pytest.mark.parametrize("ran_s, time_min, epoch_ended, requeued", [
+    (100, 1, False, False),  # the time limit reached with no epoch ended since the job started: it would loop
+    (100, 1, True, True),  # an epoch more: requeued, as often as each job ends one
+    (100, 60, False, True)])  # preempted early in the job: requeued whatever the progress
+def test_a_job_is_requeued_at_its_time_limit_while_it_makes_progress(ran_s, time_min, epoch_ended, requeued,
+                                                                     tmp_path):
+    (tmp_path / "model").mkdir()
+    job = SlurmRun(time_min)
+    job.started = time.time() - ran_s
+    state = tmp_path / "model" / "training_state_e1_b0.th"
+    state.write_bytes(b"")
+    os.utime(state, (job.started + (10 if epoch_ended else -10),) * 2)
+    try:
+        if requeued:
+            again = job.checkpoint("ner", {"SEED": "1"}, str(tmp_path), {}, False)
+            assert again.function is job and again.args == ("ner", {"SEED": "1"}, str(tmp_path), {}, False)
+        else:
+            with pytest.raises(NoProgress, match=r"^no epoch of the run ended in the 2 min of this job: give its "
+                                                 r"jobs a longer time limit \(--slurm-time, now 1 min\)$"):
+                job.checkpoint("ner", {"SEED": "1"}, str(tmp_path), {}, False)
+        assert STOPPING.is_set()  # the training killed by the requeue writes no failed.json
+    finally:
+        STOPPING.clear()
 
 
 def ended_job(tmp_path, outcome=None, logs=True, submissions=1):
