@@ -60,7 +60,7 @@ def _git(repo, *args, when=None):
 
 
 def test_the_claims_page_names_the_declaring_commit_and_the_first_runs_and_a_later_change(tmp_path):
-    from runner.analysis.claims import declaration
+    from runner.analysis.claims_files import declaration
 
     _git(tmp_path, "init", "-q")
     profile = tmp_path / "p.json"

@@ -406,7 +406,7 @@ def test_cost_groups_runs_by_task_model_and_share_and_totals_their_hours():
 def test_committed_results_name_no_absolute_path_of_the_machine_that_made_them(built):
     """summary.json and the tables name run directories and crash logs relative to the repository, or, for runs kept
     outside it (--runs-dir /tmp/...), by their last parts under '<runs dir>' (results portable)."""
-    from runner.analysis.tables import portable
+    from runner.analysis.cells import portable
     from tests.conftest import REPO_ROOT
 
     out, _ = built
@@ -477,7 +477,7 @@ def test_archived_records_name_no_absolute_path_of_the_checkout(tmp_path):
 
 def test_coref_cell_gives_the_with_singletons_average_beside_coref_f1(tmp_path):
     # coref_f1 drops gold singletons (OntoNotes has none); LitBank's with-singletons score is shown beside it
-    from runner.analysis.tables import aggregate, cell_text
+    from runner.analysis.cells import aggregate, cell_text
 
     cells = []
     for seed, (f1, with_singletons) in enumerate(((0.61, 0.50), (0.63, 0.52)), 1):

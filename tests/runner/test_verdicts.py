@@ -269,7 +269,7 @@ def test_every_archived_run_of_small_records_the_metric_of_its_archived_predicti
 def test_a_record_copied_over_another_runs_is_left_out_of_the_tables_and_the_claims(tmp_path, capsys):
     """The audit's case: ELMo seed 2's result.json and predictions copied into seed 1's run directory gave a table
     cell of '24.0 ± 0.0' and a seed t-test of p = 0, without a word."""
-    from runner.analysis.tables import aggregate
+    from runner.analysis.cells import aggregate
 
     runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
     for name in ("result.json", PREDICTIONS):
@@ -289,7 +289,7 @@ def test_a_record_copied_over_another_runs_is_left_out_of_the_tables_and_the_cla
 def test_a_hand_edited_number_is_left_out_of_the_tables_too(tmp_path):
     """The audit's case: a test number edited by hand (predictions intact) was left out of the claims but used,
     unmarked, in the table."""
-    from runner.analysis.tables import aggregate
+    from runner.analysis.cells import aggregate
 
     runs = _two_system_runs(tmp_path / "runs", {1: 40, 2: 45, 3: 50})
     result = json.loads((runs[2][1] / "result.json").read_text())
