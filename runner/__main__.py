@@ -83,8 +83,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     flags = parse_args(argv)
     status = run(flags, argv)
-    if status == 0 and flags.check and flags.executor == "slurm" and not flags.build_only:
-        print(slurm_dry_run(*reversed(plan_from(flags, argv))), flush=True)  # what it would submit
+    if status == 0 and flags.check and flags.executor == "slurm" and not flags.build_only:  # what it would submit
+        settings, plan = plan_from(flags, argv)
+        print(slurm_dry_run(plan, settings), flush=True)
     return status
 
 
