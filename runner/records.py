@@ -133,7 +133,7 @@ def load_result(path: Path) -> Tuple[Optional[dict], Optional[str]]:
         return None, f"{path}: expected a JSON object, found {type(result).__name__}"
     # a task run's result (not a failed.json, not a probe's result, which names its probe and sweep) has its metric:
     # 'dev' and
-    # 'test' numbers or null, one of them a number (runner/analysis/tables.py read_run reads them)
+    # 'test' numbers or null, one of them a number (runner/analysis/cells.py read_run reads them)
     numbers = [isinstance(result.get(k), (int, float)) and not isinstance(result.get(k), bool) for k in ("dev", "test")]
     if "returncode" not in result and "sweep" not in result and "probe" not in result and (
             not any(numbers) or any(not n and result.get(k) is not None for n, k in zip(numbers, ("dev", "test")))):
