@@ -30,7 +30,9 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -299,6 +301,24 @@ def adoptable(job: Job) -> Optional[str]:
     return job_id if job_states([job_id]).get(job_id, "GONE") not in ENDED else None
 
 
+@contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM wait until the block is over (then act): a job sbatch accepted is in the runner's list
+    before a stop can cancel that list, never submitted and forgotten."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+    previous = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if got:
+            signal.raise_signal(got[0])
+
+
 def run_slurm(jobs: List[Job], report: Callable[[Job, dict], None], keep_models: bool, options: SlurmOptions,
               poll_s: float = 2.0, max_poll_s: float = 30.0) -> None:
     """Each run one job, at most ``options.max_jobs`` in the queue at once; ``report`` as each run ends (its
@@ -324,8 +344,9 @@ def run_slurm(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
         while queue or live:
             while queue and (options.max_jobs is None or len(live) < options.max_jobs):
                 job = queue.pop(0)
-                watched = submit(job, options, keep_models, 1)
-                live[watched.job_id] = watched
+                with signals_held():
+                    watched = submit(job, options, keep_models, 1)
+                    live[watched.job_id] = watched
                 print(f"runner: slurm: {job['label']}: job {watched.job_id}", flush=True)
             time.sleep(wait)
             states = job_states(list(live))
@@ -336,8 +357,9 @@ def run_slurm(jobs: List[Job], report: Callable[[Job, dict], None], keep_models:
                 state = states[watched.job_id]
                 again = finish(watched, state, report, options)
                 if again is not None:
-                    resubmitted = submit(watched.job, options, keep_models, watched.submissions + 1)
-                    live[resubmitted.job_id] = resubmitted
+                    with signals_held():
+                        resubmitted = submit(watched.job, options, keep_models, watched.submissions + 1)
+                        live[resubmitted.job_id] = resubmitted
                     print(f"runner: slurm: {watched.job['label']}: job {watched.job_id} {again}; submitted again "
                           f"as job {resubmitted.job_id} ({resubmitted.submissions - 1} of {options.retries} "
                           f"resubmissions), it goes on from its last epoch checkpoint", flush=True)

@@ -26,6 +26,7 @@ from runner.execution.slurm import (
     finish,
     run_slurm,
     sbatch_script,
+    signals_held,
 )
 from runner.execution.training import STOPPING, child_pythonpath
 from runner.paths import REPO
@@ -164,6 +165,17 @@ def test_a_job_is_requeued_at_its_time_limit_while_it_makes_progress(ran_s, time
         assert STOPPING.is_set()  # the training killed by the requeue writes no failed.json
     finally:
         STOPPING.clear()
+
+
+def test_a_ctrl_c_during_a_submission_acts_once_the_job_is_in_the_list():
+    """(else a job sbatch accepted could be left out of the list the runner cancels)"""
+    listed = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            listed.append("job 7")
+    assert listed == ["job 7"]
 
 
 def ended_job(tmp_path, outcome=None, logs=True, submissions=1):
