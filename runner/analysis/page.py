@@ -1,108 +1,49 @@
-"""The verdicts at a glance: claims.png/.svg (a forest plot of every counted claim) and index.html (one static page
-per profile: the summary counts, the plot, the tables, the figures, the claims with a filter, the provenance).
+"""The verdicts at a glance: index.html, one static page per profile (the finding in one sentence, the verdict counts
+as filters, the forest plot inline, the tables, the figures with captions, every claim, the provenance), and the
+forest plot's files claims.png/.svg (runner/analysis/forest.py).
 
 Reads only what the table build already wrote in results/<profile>/: claims.json, summary.json, tableN.md,
-figureN.png. A forest plot (one row per comparison, the effect with its confidence interval against a zero line) is
-how meta-analyses show many effects at once (Lewis & Clarke 2001, "Forest plots: trying to see the wood and the
-trees"). Older claims.json files without the families and adjusted p-values still render: the family comes from the
-claim id, the p shown is the claim's unadjusted one, and the page says so.
+figureN.png. Older claims.json files without the families and adjusted p-values still render: the family comes from
+the claim id, the p shown is the claim's unadjusted one, and the page says so. The page is offline: inline CSS, SVG
+and script, images by relative path. With ``#measure`` in its URL its script writes layout measurements into the page
+(tests/runner/test_page_browser.py reads them back from headless Chromium).
 """
 import html
-import io
 import json
 import re
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib.lines import Line2D  # noqa: E402
-
-from runner.records import write_atomic  # noqa: E402
+from runner.analysis.forest import (
+    COLOURS,
+    forest_html,
+    forest_markdown_line,
+    forest_plot,
+    grouped,
+    legend_html,
+    normalised,
+    num,
+    p_is,
+    p_text,
+    row_label,
+    swatch,
+    view,
+)
+from runner.records import write_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-FAMILIES = ("Table 1", "Table 2", "Table 3", "Figure 1", "word vectors", "Sec. 5.4", "probes")
-PREFIX_FAMILY = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "figure1": "Figure 1",
-                 "word_vectors": "word vectors", "sec5.4": "Sec. 5.4", "table4": "probes", "table5": "probes",
-                 "table6": "probes"}
-# the unit of a family's differences: Sec. 5.4 counts epochs (runner/analysis/claims.py updates_claim), the rest metric
-# points
-UNIT = {"Sec. 5.4": "epochs (baseline's best − ELMo's epoch to reach it)"}
-POINTS = "metric points (%)"
-COLOURS = {"supports": "#1a7f37", "contradicts": "#c62828", "not decidable": "#757575",
-           "leans against the paper": "#e07b00"}
-VIEW_MARKS = {"seeds": ("o", +0.17, "over seeds (paired t-test), 95 % CI"),
-              "examples": ("s", -0.17, "over examples (paired bootstrap), 95 % CI")}
 PAGE_TABLES = ("table1", "table2", "table3", "table4", "table5", "table6", "word_vectors")
 PAGE_FIGURES = ("figure1", "figure2")
+__all__ = ["ReportError", "forest_markdown_line", "forest_plot", "markdown_page", "write_report"]  # re-exported
 
 
 class ReportError(ValueError):
     """A results file the page cannot be made from: the message names the file, what was expected and found."""
 
 
-# ---- claims -----------------------------------------------------------------------------------------------------
-
-def family_of(claim: dict) -> str:
-    """The claim's family: its own field, else from its id's sweep prefix (older claims.json), else its section."""
-    if claim.get("family"):
-        return claim["family"]
-    for prefix in sorted(PREFIX_FAMILY, key=len, reverse=True):
-        if claim.get("id", "").startswith(prefix + "."):
-            return PREFIX_FAMILY[prefix]
-    return str(claim.get("section") or "other").split(" (")[0]
-
-
-def view(claim: dict, name: str) -> Optional[dict]:
-    return next((v for v in claim.get("views") or [] if v.get("view") == name), None)
-
-
-def normalised(claim: dict) -> dict:
-    """A claim with the optional fields of the current claims.json filled in for older files."""
-    claim = dict(claim)
-    claim["family"] = family_of(claim)
-    claim.setdefault("counted", True)
-    # older files: the larger p of the views that have one (runner/analysis/stats.py verdict)
-    if claim.get("p") is None:
-        ps = [v["p"] for v in claim.get("views") or [] if v.get("p") is not None]
-        claim["p"] = max(ps) if ps else None
-    verdict = claim.get("verdict", "not decidable")
-    claim["colour_key"] = "leans against the paper" if claim.get("against_paper") and verdict == "not decidable" \
-        else verdict
-    return claim
-
-
-def grouped(claims: list) -> list:
-    """[(family, [claims])] in the paper's order of families, others after them in the order met."""
-    order = list(FAMILIES) + [f for f in dict.fromkeys(c["family"] for c in claims) if f not in FAMILIES]
-    return [(f, [c for c in claims if c["family"] == f]) for f in order if any(c["family"] == f for c in claims)]
-
-
-def row_label(claim: dict) -> str:
-    """The claim id without its sweep prefix (the panel names the family); probes keep it (two sweeps, one panel)."""
-    cid = claim.get("id", "?")
-    for prefix, family in PREFIX_FAMILY.items():
-        if family != "probes" and cid.startswith(prefix + "."):
-            return cid[len(prefix) + 1:]
-    return cid
-
-
-def p_text(p) -> str:
-    if p is None:
-        return "—"
-    return "< 0.001" if p < 0.001 else f"{p:.2g}"
-
-
-def p_is(p) -> str:
-    """"p = 0.052", "p < 0.001"."""
-    text = p_text(p)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
-
-
 def read_claims(out_dir: Path) -> dict:
-    """claims.json as {"summary", "rule", "claims"} with every claim normalised; ReportError names a bad file."""
+    """claims.json as {"summary", "rule", "claims", "sensitivity"} with every claim normalised; ReportError names a
+    bad file."""
     path = Path(out_dir) / "claims.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -115,111 +56,8 @@ def read_claims(out_dir: Path) -> dict:
     summary = data.get("summary") or {"claims": len(claims), "counted": sum(c["counted"] for c in claims),
                                       **{v: sum(c.get("verdict") == v for c in claims if c["counted"])
                                          for v in ("supports", "contradicts", "not decidable")}}
-    return {"summary": summary, "rule": data.get("rule"), "claims": claims,
+    return {"summary": summary, "rule": data.get("rule"), "claims": claims, "sensitivity": data.get("sensitivity"),
             "adjusted": any(c.get("p_holm") is not None for c in claims)}
-
-
-# ---- the forest plot --------------------------------------------------------------------------------------------
-
-def _clipped(lo: float, hi: float, bound: float) -> tuple:
-    return max(lo, -bound), min(hi, bound), lo < -bound, hi > bound
-
-
-def _panel(ax, family: str, rows: list, adjusted: bool) -> None:
-    """One family: a row per claim (top to bottom), both views' differences with their intervals, the paper's."""
-    points = [abs(x) for c in rows for x in [c.get("paper_diff")] + [(view(c, n) or {}).get("diff") for n in VIEW_MARKS]
-              if isinstance(x, (int, float))]
-    bound = 2.5 * max(points + [0.5])  # an interval reaching past it is cut there, with an arrowhead at the cut
-    lows, highs = [0.0], [0.0]
-    for y, claim in enumerate(rows):
-        colour = COLOURS.get(claim["colour_key"], COLOURS["not decidable"])
-        if y % 2:
-            ax.axhspan(y - 0.5, y + 0.5, color="#f3f3f3", zorder=0, clip_on=False)  # unclipped: stable SVG ids
-        for name, (marker, dy, _) in VIEW_MARKS.items():
-            v = view(claim, name) or {}
-            if not isinstance(v.get("diff"), (int, float)):
-                continue
-            if v.get("ci"):
-                lo, hi, cut_lo, cut_hi = _clipped(v["ci"][0], v["ci"][1], bound)
-                ax.plot([lo, hi], [y - dy] * 2, color=colour, lw=1.6, zorder=2)
-                for cut, x, head in ((cut_lo, lo, "<"), (cut_hi, hi, ">")):
-                    if cut:
-                        ax.plot([x], [y - dy], marker=head, color=colour, ms=5, zorder=3)
-                lows.append(lo), highs.append(hi)
-            ax.plot([v["diff"]], [y - dy], marker=marker, color=colour, ms=5.5, zorder=4,
-                    gid=f"claim-row-{claim['id']}-{name}")
-            lows.append(v["diff"]), highs.append(v["diff"])
-        if isinstance(claim.get("paper_diff"), (int, float)):
-            ax.plot([claim["paper_diff"]], [y], marker="D", mfc="none", mec="black", ms=6.5, mew=1.2, zorder=5)
-            lows.append(claim["paper_diff"]), highs.append(claim["paper_diff"])
-        p = claim.get("p_holm") if adjusted else claim.get("p")
-        ax.text(1.01, y, p_text(p), transform=ax.get_yaxis_transform(), va="center", ha="left", fontsize=8,
-                color=colour)
-    pad = 0.06 * (max(highs) - min(lows) or 1.0)
-    ax.set_xlim(min(lows) - pad, max(highs) + pad)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.axvline(0, color="black", lw=0.9, zorder=1.8)  # above the grid
-    ax.set_yticks(range(len(rows)), [row_label(c) for c in rows], fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
-    ax.grid(axis="x", color="#dddddd", lw=0.6)
-    splits = sorted({c.get("split") for c in rows if c.get("split")})
-    where = f" ({', '.join(splits)})" if splits else ""
-    ax.set_title(f"{family}{where}: difference in {UNIT.get(family, POINTS)}",
-                 fontsize=9, loc="left")
-    ax.text(1.01, -0.5, "p (Holm)" if adjusted else "p", transform=ax.get_yaxis_transform(), va="bottom",
-            ha="left", fontsize=8, weight="bold")
-
-
-def _figure(groups: list, adjusted: bool):
-    if not groups:
-        fig, ax = plt.subplots(figsize=(7, 1.2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no counted claim in this profile", ha="center", va="center")
-        return fig
-    heights = [len(rows) + 1.4 for _, rows in groups]  # a panel's title and axis take about 1.4 rows
-    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.26 * sum(heights) + 0.9), squeeze=False,
-                             gridspec_kw={"height_ratios": heights}, layout="constrained")
-    for ax, (family, rows) in zip(axes[:, 0], groups):
-        _panel(ax, family, rows, adjusted)
-    claims = [c for _, rows in groups for c in rows]  # the legend names only what is drawn
-    handles = [Line2D([], [], marker=m, color="#444444", lw=1.6, label=label) for name, (m, _, label)
-               in VIEW_MARKS.items()
-               if any(isinstance((view(c, name) or {}).get("diff"), (int, float)) for c in claims)]
-    if any(isinstance(c.get("paper_diff"), (int, float)) for c in claims):
-        handles.append(Line2D([], [], marker="D", mfc="none", mec="black", lw=0, label="the paper's difference"))
-    handles += [Line2D([], [], marker="s", color=c, lw=0, ms=8, label=v) for v, c in COLOURS.items()
-                if any(claim["colour_key"] == v for claim in claims)]
-    fig.legend(handles=handles, loc="outside upper center", ncol=3, fontsize=8, frameon=False)
-    return fig
-
-
-def forest_plot(claims: list, out_dir: Path) -> List[str]:
-    """claims.png and claims.svg in out_dir: one row per counted claim, grouped by family (one panel each, its own
-    unit), the difference over seeds and over examples with their 95 % intervals, zero, the paper's difference
-    (hollow diamond) where it gives one, colour by verdict, the claim's p (Holm-adjusted within its family when the
-    claims carry it) at the right. Returns the ids of the rows drawn, top to bottom."""
-    claims = [normalised(c) for c in claims]
-    adjusted = any(c.get("p_holm") is not None for c in claims)
-    groups = grouped([c for c in claims if c["counted"]])
-    # the same SVG for the same claims (no random ids, no date), its text as text (searchable, a tenth of the size)
-    with plt.rc_context({"svg.hashsalt": "claims", "svg.fonttype": "none"}):
-        fig = _figure(groups, adjusted)
-        for fmt in ("png", "svg"):
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format=fmt, dpi=110, metadata={"Date": None} if fmt == "svg" else None)
-            data = buffer.getvalue()
-            if fmt == "svg":  # clip ids hash the clip box's floats, which vary in their last bits: numbered instead
-                ids = {}
-                data = re.sub(rb'(?<=[#"])p[0-9a-f]{10}(?=[)"])',  # the lambda runs at once, in this iteration
-                              lambda m: ids.setdefault(m.group(0), b"clip%d" % len(ids)), data)  # noqa: B023
-            write_atomic(Path(out_dir) / f"claims.{fmt}", data)
-    plt.close(fig)
-    return [c["id"] for _, rows in groups for c in rows]
-
-
-def forest_markdown_line(out_dir: Path) -> str:
-    """The line that puts the forest plot at the top of claims.md (empty when there is none)."""
-    return "![claims](claims.png)" if (Path(out_dir) / "claims.png").is_file() else ""
 
 
 # ---- markdown tables to HTML ------------------------------------------------------------------------------------
@@ -282,16 +120,148 @@ def _flat(value) -> str:
     return str(value)
 
 
+TILE_FILTERS = {"claims": "all", "counted": "counted", "leans against the paper": "against",
+                "differs on test": "differs"}
+
+
+def tiles(summary: dict) -> list:
+    """The summary's counts as tiles, each with the filter that shows its rows (verdict counts are over the counted
+    claims, so are their filters: a claim not counted, the same evidence as another, is in no verdict tile)."""
+    out = []
+    for key, value in summary.items():
+        target = TILE_FILTERS.get(key) or (f"verdict:{key}" if key in COLOURS else None)
+        out.append({"key": key, "value": value, "filter": target, "colour": COLOURS.get(key),
+                    "swatch": swatch(key) if key in COLOURS else ""})
+    return out
+
+
+def _scale(description: str) -> str:
+    """The description's first clause (to its first ':' or ';' outside brackets), at most ~150 characters."""
+    depth, cut = 0, len(description)
+    for i, ch in enumerate(description):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and ch in ":;" or i >= 150 and ch == " ":
+            cut = i
+            break
+    head = description[:cut].rstrip(" ,.")
+    return head[:1].lower() + head[1:] if head[:2] != head[:2].upper() else head
+
+
+def _span(seeds: list) -> str:
+    seeds = sorted(seeds)
+    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def stamp(profile: str, provenance: dict, claims: list) -> list:
+    """The scale stamp: profile, seeds, runs, hardware, when and at which commit."""
+    declared = sorted({s for c in claims for s in c.get("seeds_declared") or []})
+    later = sorted({s for c in claims for s in c.get("seeds_added_later") or []})
+    runs = re.match(r"(\d[\d,]*) runs?", str(provenance.get("runs_made") or ""))
+    hardware = re.sub(r" \([^)]*\)", "", str(provenance.get("hardware") or "")).split(", torch")[0]
+    return [x for x in (f"profile {profile}", declared and f"{len(declared)} seeds ({_span(declared)})",
+                        later and f"seeds {_span(later)} added later, shown apart", runs and f"{runs.group(1)} runs",
+                        hardware, provenance.get("date") and f"built {str(provenance['date'])[:10]}",
+                        provenance.get("git_commit") and f"commit {provenance['git_commit']}") if x]
+
+
+def finding(profile: str, description: str, summary: dict, claims: list, adjusted: bool) -> str:
+    """One sentence: what was reproduced at which scale, the verdict counts, where the test split turns against."""
+    counted = [c for c in claims if c["counted"]]
+    n = summary.get("counted", len(counted))
+    parts = [f"{summary.get(v, 0)} {word}" for v, word in (("supports", "supported"), ("contradicts", "contradicted"),
+                                                           ("not decidable", "not decidable at this scale"),
+                                                           ("not computable", "not computable")) if
+             v in summary and (summary[v] or v != "not computable")]
+    scale = _scale(description) if description else "this profile's scale"
+    text = (f"Profile <code>{html.escape(profile)}</code> ({html.escape(scale)}) reproduces ELMo (Peters et al., "
+            f"2018): of the paper's {n} claims tested, " + ", ".join(parts[:-1]) +
+            (" and " if len(parts) > 1 else "") + parts[-1])
+    differs = [c for c in counted if (c.get("test_view") or {}).get("differs")]
+    against = [c for c in differs if c["test_view"].get("verdict") == "contradicts"]
+    if differs:
+        text += f"; {len(differs)} dev verdict{'s differ' if len(differs) > 1 else ' differs'} on the test split"
+    if against:
+        which = " and ".join(f"<a href=\"#claim-{html.escape(c['id'])}\"><strong>{html.escape(row_label(c))}"
+                             f"</strong></a> (Holm {p_is(c['test_view'].get('p_holm'))})" for c in against)
+        text += f", where {which} <strong class=\"v-contradicts\">contradicts the paper</strong>"
+    leaning = [c for c in counted if c.get("against_paper") and c not in against]
+    if leaning:
+        text += f"; {len(leaning)} more lean{'s' if len(leaning) == 1 else ''} against it"
+    return text + "."
+
+
+def _contrast(claim: dict) -> Optional[str]:
+    label = row_label(claim)
+    return label.split(": ", 1)[1] if ": " in label else None
+
+
+def paper_form(claim: dict) -> str:
+    """The paper's numbers as 'plus − minus = difference', like ours."""
+    paper, diff = str(claim.get("paper") or ""), claim.get("paper_diff")
+    if not isinstance(diff, (int, float)):
+        return html.escape(paper) or "—"
+    extra = re.search(r"relative error reduction [\d.]+ ?%", paper)
+    extra = f"<br><small>{extra.group(0)}</small>" if extra else ""
+    arrow = re.match(r"\s*([\d.]+)\s*→\s*([\d.]+)", paper)  # baseline → ELMo
+    versus = re.match(r"\s*([\d.]+)\s*vs\.?\s*([\d.]+)", paper)  # plus vs minus
+    pair = (arrow.group(2), arrow.group(1)) if arrow else (versus.group(1), versus.group(2)) if versus else None
+    if pair and abs(float(pair[0]) - float(pair[1]) - diff) < 0.051:
+        return f"{pair[0]} − {pair[1]} = <b>{num(diff, 1)}</b>{extra}"
+    return f"<b>{num(diff, 1)}</b>{extra}<br><small>{html.escape(paper)}</small>"
+
+
+def ours_form(part: dict, ours: str = "") -> str:
+    """Our means as 'plus − minus = difference' ((a − b) − (c − d) for a difference of gains)."""
+    means, diff = part.get("means") or [], part.get("diff")
+    if diff is None:  # older files: the first view's
+        diff = next((v["diff"] for v in part.get("views") or [] if isinstance(v.get("diff"), (int, float))), None)
+    if not isinstance(diff, (int, float)):
+        return "—"
+    if len(means) == 2 and all(isinstance(m, (int, float)) for m in means):
+        return f"{means[0]:.1f} − {means[1]:.1f} = <b>{num(diff)}</b>"
+    if len(means) == 4 and all(isinstance(m, (int, float)) for m in means):
+        return (f"({means[0]:.1f} − {means[1]:.1f}) − ({means[2]:.1f} − {means[3]:.1f}) = <b>{num(diff)}</b>")
+    versus = re.match(r"\s*([\d.]+)\s*vs\.?\s*([\d.]+)\s*$", ours or "")
+    if versus:
+        return f"{versus.group(1)} − {versus.group(2)} = <b>{num(diff)}</b>"
+    return f"<b>{num(diff)}</b>" + (f"<br><small>{html.escape(ours)}</small>" if ours else "")
+
+
+def size_text(claim: dict) -> str:
+    size = claim.get("paper_size")
+    if not size:
+        return html.escape(claim.get("paper_size_note") or "—")
+    paper = num(size["paper_diff"], 1)
+    if size.get("consistent") is None:
+        return f"— (no 95 % interval to hold the paper's {paper})"
+    if size["consistent"]:
+        return f"consistent: the paper's {paper} inside every 95 % interval"
+    ours = f" (ours {size['ours']})" if size.get("ours") else ""
+    return (f"<strong>not consistent</strong>{html.escape(ours)}: the paper's {paper} outside "
+            + html.escape(", ".join(size.get("outside") or [])))
+
+
+def seeds_needed_text(claim: dict) -> str:
+    if not claim.get("seeds_needed"):
+        return ""
+    low, high = (list(claim.get("seeds_needed_range") or []) + [None, None])[:2]
+    span = re.search(r"(\d+\s*[–-]\s*(?:more than )?\d+)", str(claim.get("seeds_needed_why") or "").split(";")[-1])
+    span = span.group(1) if span else (f"{low}–{high}" if low and high else f"{low} or more" if low else "")
+    return f"~{claim['seeds_needed']} seeds would decide it" + (f" (range {span})" if span else "")
+
+
 def _view_text(v: Optional[dict]) -> str:
     """One view in the claims table: difference [interval], p (Holm) — or why it is missing."""
     if not v:
         return "—"
     if v.get("p") is None:
         return "— " + str(v.get("unavailable", "not computed"))
-    ci = f" [{v['ci'][0]:+.2f}, {v['ci'][1]:+.2f}]" if v.get("ci") else ""
+    ci = f" [{num(v['ci'][0])}, {num(v['ci'][1])}]" if v.get("ci") else ""
     holm = f" (Holm: {p_is(v['p_holm'])})" if v.get("p_holm") is not None else ""
     n = f"{v['n']:,} {v.get('units', 'seeds' if v.get('view') == 'seeds' else 'units')}: " if v.get("n") else ""
-    return f"{n}{v['diff']:+.2f}{ci}, {p_is(v['p'])}{holm}"
+    return f"{n}{num(v['diff'])}{ci}, {p_is(v['p'])}{holm}"
 
 
 def _per_seed(claim: dict) -> dict:
@@ -308,20 +278,54 @@ def _per_seed(claim: dict) -> dict:
 
 
 OPTIONAL = {"section": "", "text": "", "paper": "", "split": None, "why": None, "against_paper": False,
-            "same_evidence_as": None, "adjustment": None, "seeds_declared": None, "seeds_added_later": None,
-            "seeds_needed": None, "seeds_needed_why": None}  # absent from older claims.json files
+            "same_evidence_as": None, "seeds_declared": None, "seeds_added_later": None}
 
 
-def _claim_row(claim: dict) -> dict:
+def claim_row(claim: dict) -> dict:
     test = claim.get("test_view") or None
     return {**OPTIONAL, **claim, "label": row_label(claim), "seeds_text": _view_text(view(claim, "seeds")),
             "examples_text": _view_text(view(claim, "examples")), "p_text": p_text(claim.get("p")),
             "p_holm_text": p_text(claim.get("p_holm")), "p_bh_text": p_is(claim.get("p_bh")),
-            "ours_text": claim.get("ours") or " vs ".join(f"{m:.1f}" if isinstance(m, (int, float)) else "missing"
-                                                          for m in claim.get("means") or []),
+            "paper_form": paper_form(claim), "ours_form": ours_form(claim, claim.get("ours") or ""),
+            "size": size_text(claim), "needed": seeds_needed_text(claim), "swatch": swatch(claim["colour_key"]),
             "per_seed_table": _per_seed(claim),
             "test": test and {**test, "views_text": [(v.get("view"), _view_text(v)) for v in test.get("views") or []],
-                              "p_holm_text": p_is(test.get("p_holm"))}}
+                              "p_holm_text": p_is(test.get("p_holm")), "ours_form": ours_form(test),
+                              "swatch": swatch(test.get("verdict") or "not decidable")}}
+
+
+CAPTIONS = {
+    "figure1": "Dev metric in % (y) against the share of the task's training set (x, log scale), baseline and ELMo "
+               "per task; each point the mean over {seeds}, error bars ± one sample standard deviation over the seeds "
+               "(a spread, not a confidence interval). The paired tests of these points are the Figure 1 rows of the "
+               "plot above.",
+    "figure2": "The softmax-normalised weights each task model learnt for the biLM's layers (layer 0 the token layer, "
+               "1 and 2 the LSTM layers), per placement of ELMo (input, output), averaged over the runs that have "
+               "them (the table's 'runs'); no interval.",
+}
+
+
+def figures(out_dir: Path, claims: list) -> list:
+    out = []
+    for name in PAGE_FIGURES:
+        if not (out_dir / f"{name}.png").is_file():
+            continue
+        md = out_dir / f"{name}.md"
+        title = markdown_page(md.read_text(encoding="utf-8"))["title"] if md.is_file() else name
+        seeds = sorted({s for c in claims if c["id"].startswith(name + ".") for s in c.get("seeds_declared") or []})
+        caption = CAPTIONS.get(name, "").format(seeds=f"{len(seeds)} seeds ({_span(seeds)})" if seeds else "the seeds")
+        out.append({"name": name, "title": title, "caption": caption, "md": md.is_file()})
+    return out
+
+
+def sensitivity(data: Optional[dict], claims: list) -> Optional[dict]:
+    if not data:
+        return None
+    labels = {c["id"]: row_label(c) for c in claims}
+    return {"label": data.get("label", ""), "declared": data.get("declared") or {}, "not_run": data.get("not_run"),
+            "alternatives": [{**a, "changed": [(labels.get(x["id"], x["id"]), x["verdict"], x["would_be"])
+                                               for x in a.get("changed") or []]}
+                             for a in data.get("alternatives") or []]}
 
 
 def _json(path: Path) -> dict:
@@ -332,32 +336,32 @@ def _json(path: Path) -> dict:
 
 
 def write_report(out_dir: Path, profile_name: Optional[str] = None) -> Path:
-    """results/<profile>/index.html, self-contained (inline CSS and script, images by relative path), and the
-    forest plot it shows (claims.png, claims.svg). Written after claims.json and summary.json."""
-    import jinja2
+    """results/<profile>/index.html, self-contained (inline CSS, SVG and script, images by relative path), and the
+    forest plot's files (claims.png, claims.svg). Written after claims.json and summary.json."""
+    import jinja2  # the page's only user of jinja2; the runner's other stages do not need it
 
     out_dir = Path(out_dir)
     data = read_claims(out_dir)
     summary = _json(out_dir / "summary.json")
     provenance = summary.get("provenance") or {}
     profile_name = profile_name or Path(str(provenance.get("profile") or out_dir.name)).stem
-    plotted = forest_plot(data["claims"], out_dir)
+    forest_plot(data["claims"], out_dir)
+    claims = data["claims"]
+    ordered = [c for _, rows in grouped(claims) for c in rows]
     tables = [{"name": name, **markdown_page((out_dir / f"{name}.md").read_text(encoding="utf-8"))}
               for name in PAGE_TABLES if (out_dir / f"{name}.md").is_file()]
-    figures = [{"name": name, "title": markdown_page((out_dir / f"{name}.md").read_text(encoding="utf-8"))["title"]
-                if (out_dir / f"{name}.md").is_file() else name} for name in PAGE_FIGURES
-               if (out_dir / f"{name}.png").is_file()]
     shown = {f"{t['name']}.md" for t in tables}
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
-        profile=profile_name, description=provenance.get("description", ""), date=provenance.get("date", ""),
-        commit=provenance.get("git_commit", ""), counts=data["summary"], rule=data["rule"],
-        adjusted=data["adjusted"], plotted=len(plotted), claims=[_claim_row(c) for c in data["claims"]],
-        families=[f for f, _ in grouped(data["claims"])],
-        verdicts=list(dict.fromkeys(c.get("verdict", "not decidable") for c in data["claims"])),
-        any_against=any(c.get("against_paper") for c in data["claims"]),
-        tables=tables, figures=figures, colours=COLOURS,
+        profile=profile_name, description=provenance.get("description", ""), counts=data["summary"],
+        finding=finding(profile_name, provenance.get("description", ""), data["summary"], claims, data["adjusted"]),
+        stamp=stamp(profile_name, provenance, claims), tiles=tiles(data["summary"]),
+        rule=inline(data["rule"]) if data["rule"] else "", adjusted=data["adjusted"],
+        forest=forest_html(claims, data["adjusted"]), legend=legend_html(),
+        claims=[claim_row(c) for c in ordered], families=[(f, len(rows)) for f, rows in grouped(claims)],
+        sensitivity=sensitivity(data["sensitivity"], claims), tables=tables, figures=figures(out_dir, claims),
+        colours=COLOURS,
         other_files=sorted(p.name for p in [*out_dir.glob("*.md"), *out_dir.glob("runs_made.tsv")]
                            if p.name not in shown),
         provenance=[(k, _flat(v)) for k, v in provenance.items()])
