@@ -281,7 +281,8 @@ def _row(claim: dict, scale: tuple, adjusted: bool, where: str) -> str:
 def _axis(unit: str, scale: tuple, adjusted: bool) -> str:
     lo, hi, _ = scale
     pct = lambda x: f"{100 * (x - lo) / (hi - lo):.2f}%"  # noqa: E731
-    labels = "".join(f'<text x="{pct(t)}" y="12" text-anchor="middle">{num(t, 0) if t else "0"}</text>'
+    anchor = lambda t: "start" if t - lo < 0.04 * (hi - lo) else "end" if hi - t < 0.04 * (hi - lo) else "middle"  # noqa: E731
+    labels = "".join(f'<text x="{pct(t)}" y="12" text-anchor="{anchor(t)}">{num(t, 0) if t else "0"}</text>'
                      for t in ticks(lo, hi))
     return (f'<div class="f-axis"><span class="f-label">difference in {html.escape(UNIT_LONG[unit])}</span>'
             f'<svg class="strip axis" width="100%" height="30">{labels}'

@@ -296,9 +296,9 @@ def claim_row(claim: dict) -> dict:
 
 CAPTIONS = {
     "figure1": "Dev metric in % (y) against the share of the task's training set (x, log scale), baseline and ELMo "
-               "per task; each point the mean over {seeds}, error bars ± one sample standard deviation over the seeds "
-               "(a spread, not a confidence interval). The paired tests of these points are the Figure 1 rows of the "
-               "plot above.",
+               "per task; each point the mean over the finished seeds ({seeds} declared for its claims), error bars "
+               "± one sample standard deviation over the seeds (a spread, not a confidence interval). The paired "
+               "tests of these points are the Figure 1 rows of the plot above.",
     "figure2": "The softmax-normalised weights each task model learnt for the biLM's layers (layer 0 the token layer, "
                "1 and 2 the LSTM layers), per placement of ELMo (input, output), averaged over the runs that have "
                "them (the table's 'runs'); no interval.",
