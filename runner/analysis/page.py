@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Optional
 
+import jinja2
+
 from runner.analysis.forest import (
     COLOURS,
     forest_html,
@@ -338,8 +340,6 @@ def _json(path: Path) -> dict:
 def write_report(out_dir: Path, profile_name: Optional[str] = None) -> Path:
     """results/<profile>/index.html, self-contained (inline CSS, SVG and script, images by relative path), and the
     forest plot's files (claims.png, claims.svg). Written after claims.json and summary.json."""
-    import jinja2  # the page's only user of jinja2; the runner's other stages do not need it
-
     out_dir = Path(out_dir)
     data = read_claims(out_dir)
     summary = _json(out_dir / "summary.json")
