@@ -249,7 +249,7 @@ def seeds_needed_text(claim: dict) -> str:
     if not claim.get("seeds_needed"):
         return ""
     low, high = (list(claim.get("seeds_needed_range") or []) + [None, None])[:2]
-    span = re.search(r"(\d+\s*[–-]\s*(?:more than )?\d+)", str(claim.get("seeds_needed_why") or "").split(";")[-1])
+    span = re.search(r"(\d+\s*[–-]\s*(?:more than )?\d+) over the 95 %", str(claim.get("seeds_needed_why") or ""))
     span = span.group(1) if span else (f"{low}–{high}" if low and high else f"{low} or more" if low else "")
     return f"~{claim['seeds_needed']} seeds would decide it" + (f" (range {span})" if span else "")
 

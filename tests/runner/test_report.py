@@ -441,7 +441,8 @@ def test_the_paper_size_and_seeds_needed_are_shown(tmp_path):
             "inside": [], "consistent": False}
     claims = fabricated_claims()
     claims[1].update(paper_size=size, seeds_needed=31, seeds_needed_range=[12, 140],
-                     seeds_needed_why="31 seeds for 80% power; 12–140 over the 95 % interval of that spread")
+                     seeds_needed_why="31 seeds for 80% power; 12–140 over the 95 % interval of that spread; the "
+                                      "view over examples (p = 0.81) must reach p < 0.05 as well")
     text = write_report(fabricated_profile(tmp_path / "f", claims)).read_text()
     row = between(text, 'id="claim-table1.sst"', "</tr>")
     assert "<strong>not consistent</strong> (ours smaller): the paper&#39;s +3.3 outside test seeds" in row \
