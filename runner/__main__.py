@@ -10,9 +10,12 @@ import argparse
 import os
 import sys
 
-from runner.execution.jobs import slurm_dry_run
 from runner.paths import REPO
-from runner.pipeline import plan_from, run  # what an invocation does, step by step: this file is the command line only
+from runner.pipeline import (  # what an invocation does, step by step: this file is the command line only
+    plan_from,
+    run,
+    slurm_dry_run,
+)
 
 
 def parse_args(argv=None):

@@ -20,6 +20,7 @@ from runner.execution.eta import Estimator
 from runner.execution.freshness import Checksums
 from runner.execution.jobs import costed, execute, job_for
 from runner.execution.probes import check_finished_probes, run_probes
+from runner.execution.slurm import SlurmOptions, dry_run
 from runner.execution.training import under_way
 from runner.locks import release_locks, take_locks
 from runner.plan import Plan, device_plan, make_plan, wanted_probes, wanted_runs
@@ -153,3 +154,12 @@ def train(plan: Plan, settings: Settings, wanted, inputs, finished, gpus, stage_
         run_probes(probes, plan.probe_dir, settings, Checksums(plan.runs_dir / ".checksums.json"))
         for probe in probes if archive else ():  # a probe's result is archived like a run's (probes/RUN_ID)
             archive(plan.probe_dir[probe])
+
+
+def slurm_dry_run(plan: Plan, settings: Settings) -> str:
+    """--check with --executor slurm: the sbatch script of each unfinished run's job (the activation caches are not
+    built by --check: the jobs' ELMO_CACHE is known only once they are, just before submission)."""
+    todo = [r for r in wanted_runs(plan, settings.baselines_only)
+            if load_result(plan.run_dir[r] / "result.json")[0] is None]
+    return dry_run([job_for(r, plan.run_dir[r], {}, plan.profile, plan.cells, settings) for r in todo],
+                   SlurmOptions.of(settings))

@@ -4,10 +4,9 @@ import os
 from pathlib import Path
 
 from runner.execution.eta import Estimator, duration
-from runner.execution.slurm import SlurmOptions, dry_run, run_slurm
+from runner.execution.slurm import SlurmOptions, run_slurm
 from runner.execution.training import run_local, run_ray
 from runner.metrics import metric_text
-from runner.plan import Plan, wanted_runs
 from runner.records import load_result
 from runner.settings import Settings
 
@@ -84,12 +83,3 @@ def execute(jobs, settings: Settings, parallel: int, gpus=(), threads=None, arch
         run_ray(jobs, report, settings.keep_models, settings.address, settings.cpus_per_run, settings.gpus_per_run)
     else:
         run_local(jobs, report, settings.keep_models, parallel, threads or settings.threads, gpus)
-
-
-def slurm_dry_run(plan: Plan, settings: Settings) -> str:
-    """--check with --executor slurm: the sbatch script of each unfinished run's job (the activation caches are not
-    built by --check: the jobs' ELMO_CACHE is known only once they are, just before submission)."""
-    todo = [r for r in wanted_runs(plan, settings.baselines_only)
-            if load_result(plan.run_dir[r] / "result.json")[0] is None]
-    return dry_run([job_for(r, plan.run_dir[r], {}, plan.profile, plan.cells, settings) for r in todo],
-                   SlurmOptions.of(settings))
