@@ -282,8 +282,10 @@ def _axis(unit: str, scale: tuple, adjusted: bool) -> str:
     lo, hi, _ = scale
     pct = lambda x: f"{100 * (x - lo) / (hi - lo):.2f}%"  # noqa: E731
     anchor = lambda t: "start" if t - lo < 0.04 * (hi - lo) else "end" if hi - t < 0.04 * (hi - lo) else "middle"  # noqa: E731
-    labels = "".join(f'<text x="{pct(t)}" y="12" text-anchor="{anchor(t)}">{num(t, 0) if t else "0"}</text>'
-                     for t in ticks(lo, hi))
+    marks = ticks(lo, hi)
+    digits = max(0, -math.floor(math.log10(marks[1] - marks[0]) + 1e-9)) if len(marks) > 1 else 0
+    labels = "".join(f'<text x="{pct(t)}" y="12" text-anchor="{anchor(t)}">{num(t, digits) if t else "0"}</text>'
+                     for t in marks)
     return (f'<div class="f-axis"><span class="f-label">difference in {html.escape(UNIT_LONG[unit])}</span>'
             f'<svg class="strip axis" width="100%" height="30">{labels}'
             f'<text x="{pct(0)}" y="27" text-anchor="end" class="dir">← opposite&#160;</text>'

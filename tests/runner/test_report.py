@@ -456,3 +456,13 @@ def test_figures_have_captions(tmp_path):
     assert '<img src="figure1.png"' in figure and "<figcaption>" in figure
     for words in ("log scale", "3 seeds (1–3)", "standard deviation", "not a confidence interval", "metric in %"):
         assert words in figure, words
+
+
+def test_the_axis_labels_are_distinct_at_any_range(tmp_path):
+    for diff in (0.07, 1.7, 17.0, 170.0):
+        claims = [claim("table5.layers", "probes", diff=diff, per_seed={}, terms=[], paper_diff=None,
+                        views=[examples_view(diff, (diff / 2, diff * 1.5), 0.0002, "instances")])]
+        axis = between(forest.forest_html([forest.normalised(c) for c in claims], True)["html"], 'class="f-axis"',
+                       "</svg>")
+        labels = re.findall(r'text-anchor="\w+">([^<]+)</text>', axis)
+        assert len(labels) >= 3 and len(set(labels)) == len(labels), (diff, labels)
