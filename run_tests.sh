@@ -9,5 +9,6 @@ trap 'rm -rf "$scratch"' EXIT
 export ELMO_CACHE_ROOT=$scratch WANDB_DIR=$scratch WANDB_CONFIG_DIR=$scratch WANDB_CACHE_DIR=$scratch \
   HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 source ./env.sh
-.venv/bin/ruff check --quiet .  # the linter first: its rules are pyproject.toml's [tool.ruff]
-exec .venv/bin/python -m pytest -q "$@"
+venv=${ELMO_VENV:-.venv}  # where setup_env.sh built it
+"$venv/bin/ruff" check --quiet .  # the linter first: its rules are pyproject.toml's [tool.ruff]
+exec "$venv/bin/python" -m pytest -q "$@"
