@@ -179,12 +179,13 @@ class TransformerPiecesIndexer(PretrainedTransformerMismatchedIndexer):
     """allennlp's mismatched indexer (word pieces, each word's offsets) for the knob ENCODER's value: a directory,
     hf:NAME or pkg:PACKAGE/SUBDIR (elmo_module/transformer.py model_source)."""
 
-    def __init__(self, encoder: str, **kwargs) -> None:
+    # (no **kwargs: allennlp's from_params would then also ask for the parent's own model_name)
+    def __init__(self, encoder: str, token_min_padding_length: int = 0) -> None:
         try:
             source = model_source(encoder)
         except ElmoInputError as e:
             raise ConfigurationError(str(e)) from None
-        super().__init__(source, **kwargs)
+        super().__init__(source, token_min_padding_length=token_min_padding_length)
 
 
 @TokenEmbedder.register("transformer_mix")

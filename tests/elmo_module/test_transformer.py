@@ -80,13 +80,16 @@ def test_words_take_their_first_piece_or_the_mean_of_their_pieces():
 @pytest.mark.parametrize("task", CONFIGS)
 @pytest.mark.parametrize("placement", ["input", "output", "both"])
 def test_every_task_config_takes_a_transformer_with_a_mix_over_every_hidden_state(knobs, bert, task, placement):
+    from allennlp.data import DatasetReader
     from allennlp.models import Model
 
     from tests.tasks.test_configs import config_params, sample_vocabulary
 
     vocab = sample_vocabulary(task)
     knobs(ELMO=placement, ENCODER=str(bert), SIZE="tiny")
-    model = Model.from_params(vocab=vocab, params=config_params(task).pop("model"))
+    params = config_params(task)
+    DatasetReader.from_params(params.pop("dataset_reader"))  # with its indexer of the encoder's word pieces
+    model = Model.from_params(vocab=vocab, params=params.pop("model"))
     mixes = [m for m in model.modules() if type(m).__name__ == "ScalarMix"]
     assert [m.placement for m in mixes] == {"input": ["input"], "output": ["output"],
                                            "both": ["input", "output"]}[placement]
