@@ -72,12 +72,17 @@ def encoder_problem(encoder: str) -> Optional[str]:
         AutoConfig.from_pretrained(source)
         fast = AutoTokenizer.from_pretrained(source).is_fast
     except (OSError, ValueError) as e:  # ElmoInputError is a ValueError
-        first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        first = _first_line(e)
         return first if first.startswith(f"encoder {encoder}: ") else f"encoder {encoder}: cannot be loaded ({first})"
     if not fast:
         return (f"encoder {encoder}: expected a fast tokenizer (tokenizer.json: it gives each word's word pieces), "
                 f"found a slow one only")
     return None
+
+
+def _first_line(error: BaseException) -> str:
+    """transformers' errors run over many lines: their first non-empty one."""
+    return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 class FrozenTransformer(nn.Module):
@@ -94,8 +99,7 @@ class FrozenTransformer(nn.Module):
         try:
             self.model = AutoModel.from_pretrained(source)
         except (OSError, ValueError) as e:
-            first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-            raise ElmoInputError(f"encoder {encoder}: cannot be loaded by transformers ({first})") from None
+            raise ElmoInputError(f"encoder {encoder}: cannot be loaded by transformers ({_first_line(e)})") from None
         for p in self.model.parameters():  # frozen, as ELMo's biLM (Sec. 3.3)
             p.requires_grad_(False)
         self.encoder, self.pooling = encoder, pooling

@@ -7,7 +7,6 @@ written into it (by rename), then the files are moved into place and the folder 
 the manifest leaves the previous build's files as they were; one killed while moving leaves the manifest, and the
 next invocation on that results directory (under its lock) finishes the move first (``finish_interrupted``), so the
 files always come from one build. A staging folder with no manifest is a build that never finished: removed."""
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from pathlib import Path
 from runner.analysis.page import ReportError, write_report  # the verdicts at a glance: claims.png/.svg, index.html
 from runner.analysis.replication import write_replication
 from runner.analysis.tables import build_results, cost_markdown, provenance_lines, runs_made
+from runner.execution.freshness import sha256_of
 from runner.paths import REPO
 from runner.records import git_commit, hardware, load_result, write_atomic
 from runner.settings import Settings
@@ -113,7 +113,7 @@ def staged(results_dir: Path, obsolete=()):
         if not os.access(results_dir, os.W_OK):
             raise BuildError(f"{results_dir}: the results directory is not writable (the previous build's files are "
                              f"left as they were)")
-        write_atomic(staging / MANIFEST, json.dumps({"files": {n: _sha256(staging / n) for n in names},
+        write_atomic(staging / MANIFEST, json.dumps({"files": {n: sha256_of(staging / n) for n in names},
                                                      "obsolete": list(obsolete)}, indent=1) + "\n")
         _move_in(staging, results_dir)
     finally:
@@ -143,6 +143,3 @@ def _move_in(staging: Path, results_dir: Path) -> None:
     (staging / MANIFEST).unlink()
     shutil.rmtree(staging, ignore_errors=True)
 
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

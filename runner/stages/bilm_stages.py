@@ -36,7 +36,7 @@ from typing import Dict, List, Optional
 from runner.execution.freshness import changed_sums, input_paths, sha256_of, stage_sums
 from runner.execution.training import LIVE, LIVE_LOCK, STOPPING, child_pythonpath, die_with_parent
 from runner.paths import REPO, canonical, expand, repo_path
-from runner.records import keep_portable, repo_relative, write_json
+from runner.records import keep_portable, repo_relative, write_atomic, write_json
 from runner.spec import SpecError
 from runner.stages.caches import read_task_sentences
 
@@ -549,8 +549,7 @@ def keep_of_record(profile: dict, archive: Path) -> None:
     for name in _KEPT:
         if name in OUTPUTS:  # the bytes the runs read (and their record's sha256), not a portable rewrite
             if not (record / name).is_file() or sha256_of(record / name) != sha256_of(out / name):
-                shutil.copyfile(out / name, record / f".{name}.partial")
-                os.replace(record / f".{name}.partial", record / name)
+                write_atomic(record / name, (out / name).read_bytes())
         elif (out / name).is_file():
             keep_portable(out / name, record / name)
 
@@ -574,7 +573,6 @@ def restore_of_record(profile: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in _KEPT:
         if (record / name).is_file():
-            shutil.copyfile(record / name, out / f".{name}.partial")
-            os.replace(out / f".{name}.partial", out / name)
+            write_atomic(out / name, (record / name).read_bytes())
     print(f"biLM of record: {out} restored from {record} (weights.hdf5 sha256 {outputs['weights.hdf5'][:12]}, "
           f"checked): not pretrained again", flush=True)
