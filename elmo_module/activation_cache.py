@@ -32,7 +32,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -57,6 +57,11 @@ def bytes_per_token(n_layers: int, dim: int) -> int:
     every layer in full: 12,288). A sentence that occurs several times is stored once; index.json adds ~60 bytes
     per distinct sentence."""
     return np.dtype(np.float16).itemsize * row_width(n_layers, dim)
+
+
+def stored_width(meta: dict) -> int:
+    """Values per stored row of a cache: a biLM's (row_width), or a transformer's every layer in full."""
+    return meta["layers"] * meta["dim"] if meta.get("kind") == "transformer" else row_width(meta["layers"], meta["dim"])
 
 
 def file_checksum(*paths) -> str:
@@ -125,11 +130,39 @@ def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, w
     there; with ``reuse``, a complete cache from these weights found there is kept instead)."""
     if bilm.stateful:
         raise ValueError("the activation cache needs a stateless biLM (per-sentence outputs)")
+    unique: Dict[str, List[str]] = {}
+    for sentence in sentences:
+        ids = batch_to_ids([list(sentence)], bilm.options.max_chars)[0].numpy()
+        unique.setdefault(sentence_key(ids), list(sentence))
+    n_layers, dim = bilm.num_output_layers, bilm.options.output_dim
+    half = dim // 2
+
+    def rows_of(keys: List[str]) -> np.ndarray:
+        ids = batch_to_ids([unique[k] for k in keys], bilm.options.max_chars)
+        # on the biLM's device (a GPU if the runner has one), stored from the CPU
+        layers = [layer.cpu() for layer in bilm(ids.to(next(bilm.parameters()).device)).layers]
+        if not torch.equal(layers[0][..., :half], layers[0][..., half:]):
+            raise ValueError("the biLM's layer 0 is not [x; x]; the cache stores one half of it")
+        return torch.cat([layers[0][..., :half], *layers[1:]], dim=-1).numpy()  # (B, T, width)
+
+    bilm.eval()
+    meta = {"weights_checksum": weights_checksum, "precision": bilm.precision, "data": data or {},
+            "layers": n_layers, "dim": dim}
+    return write_cache(directory, unique, rows_of, row_width(n_layers, dim), meta, reuse, dtype, batch_size,
+                       progress, "caching biLM layers", "biLM")
+
+
+def write_cache(directory, unique: Dict[str, List[str]], rows_of: Callable[[List[str]], np.ndarray],
+                width: int, meta: dict, reuse: bool, dtype: str, batch_size: int, progress: bool, desc: str,
+                what: str) -> Path:
+    """Write a cache of ``unique`` (key -> the text's words, one stored row per word) to ``directory`` atomically,
+    one builder at a time (the module's "Concurrency"); ``rows_of(keys)`` gives their texts' rows, (B, T, width). With
+    ``reuse``, a complete cache of ``meta``'s weights and precision found under the lock is kept instead."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, found {dtype!r}")
     directory = Path(directory)
     with _exclusive(directory):
-        if reuse and cache_problem(directory, weights_checksum, bilm.precision) is None:
+        if reuse and cache_problem(directory, meta["weights_checksum"], meta["precision"]) is None:
             return directory  # another builder finished it while this one waited
         for leftover in [*directory.parent.glob(directory.name + ".partial-*"),
                          *directory.parent.glob(directory.name + ".old-*")]:
@@ -137,7 +170,7 @@ def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, w
         partial = Path(tempfile.mkdtemp(prefix=directory.name + ".partial-", dir=directory.parent))
         try:
             os.chmod(partial, 0o755)  # mkdtemp's 0700 would stay on the cache after the rename
-            _write(bilm, sentences, partial, weights_checksum, data or {}, batch_size, progress, np.dtype(dtype))
+            _write(unique, rows_of, width, partial, meta, batch_size, progress, np.dtype(dtype), desc, what)
             if directory.exists():
                 old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
                 os.replace(directory, old)
@@ -150,35 +183,21 @@ def build_cache(bilm: ElmoBiLm, sentences: Iterable[Sequence[str]], directory, w
     return directory
 
 
-def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: dict, batch_size: int,
-           progress: bool, dtype: np.dtype) -> None:
-    unique: Dict[str, List[str]] = {}
-    for sentence in sentences:
-        ids = batch_to_ids([list(sentence)], bilm.options.max_chars)[0].numpy()
-        unique.setdefault(sentence_key(ids), list(sentence))
+def _write(unique: Dict[str, List[str]], rows_of, width: int, out: Path, meta: dict, batch_size: int,
+           progress: bool, dtype: np.dtype, desc: str, what: str) -> None:
     keys = sorted(unique, key=lambda k: len(unique[k]))  # similar lengths together: less padding
     total = sum(len(unique[k]) for k in keys)
-    n_layers, dim = bilm.num_output_layers, bilm.options.output_dim
-    half = dim // 2
-    vectors = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=dtype,
-                                        shape=(total, row_width(n_layers, dim)))
+    vectors = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=dtype, shape=(total, width))
     index, row = {}, 0
-    bilm.eval()
-    with torch.no_grad(), progress_bar(total=len(keys), desc="caching biLM layers", unit="sent",
-                                       disable=not progress) as bar:
+    with torch.no_grad(), progress_bar(total=len(keys), desc=desc, unit="sent", disable=not progress) as bar:
         for start in range(0, len(keys), batch_size):
             batch = keys[start:start + batch_size]
-            ids = batch_to_ids([unique[k] for k in batch], bilm.options.max_chars)
-            # on the biLM's device (a GPU if the runner has one), stored from the CPU
-            layers = [layer.cpu() for layer in bilm(ids.to(next(bilm.parameters()).device)).layers]
-            if not torch.equal(layers[0][..., :half], layers[0][..., half:]):
-                raise ValueError("the biLM's layer 0 is not [x; x]; the cache stores one half of it")
-            rows = torch.cat([layers[0][..., :half], *layers[1:]], dim=-1).numpy()  # (B, T, width)
+            rows = rows_of(batch)
             for b, key in enumerate(batch):
                 n = len(unique[key])
                 stored = rows[b, :n].astype(dtype)
                 if not np.isfinite(stored).all():
-                    raise ElmoInputError(f"biLM output for the sentence {' '.join(unique[key])[:80]!r} reaches "
+                    raise ElmoInputError(f"{what} output for the sentence {' '.join(unique[key])[:80]!r} reaches "
                                          f"{np.abs(rows[b, :n]).max():.4g}, beyond {dtype.name}'s range: the "
                                          f"activation cache cannot store it (run with --no-cache)")
                 vectors[row:row + n] = stored
@@ -188,8 +207,7 @@ def _write(bilm: ElmoBiLm, sentences, out: Path, weights_checksum: str, data: di
     vectors.flush()
     del vectors
     (out / "index.json").write_text(json.dumps(index))
-    meta = {"format": FORMAT, "dtype": dtype.name, "weights_checksum": weights_checksum, "precision": bilm.precision,
-            "data": data, "sentences": len(keys), "tokens": total, "layers": n_layers, "dim": dim}
+    meta = {"format": FORMAT, "dtype": dtype.name, **meta, "sentences": len(keys), "tokens": total}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))  # last: its presence marks a complete cache
 
 
@@ -210,7 +228,7 @@ class ActivationCache:
                                  f"({(self.directory / 'vectors.npy').stat().st_size:,} bytes; {e}): remove the "
                                  f"directory to rebuild it") from None
         self.n_layers, self.dim = self.meta["layers"], self.meta["dim"]
-        expected = (self.meta["tokens"], row_width(self.n_layers, self.dim))
+        expected = (self.meta["tokens"], stored_width(self.meta))
         if self.vectors.shape != expected or self.vectors.dtype.name != self.meta["dtype"]:
             raise ElmoInputError(f"activation cache '{self.directory}': vectors.npy holds {self.vectors.dtype.name} "
                                  f"{self.vectors.shape}, meta.json says {self.meta['dtype']} {expected}; rebuild it")

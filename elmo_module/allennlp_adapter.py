@@ -28,6 +28,7 @@ from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
 from elmo_module.scalar_mix import MIX_MODES, ScalarMix
 from elmo_module.transformer import FrozenTransformer, is_transformer, model_source, transformer_dim
+from elmo_module.transformer_cache import TransformerCache, encoder_identity
 from elmo_module.weights import load_bilm
 
 logger = logging.getLogger(__name__)
@@ -196,12 +197,15 @@ class TransformerMixEmbedder(TokenEmbedder):
 
     def __init__(self, encoder: str, pooling: str = "first", placement: str = "input", mix: str = "weighted",
                  do_layer_norm: bool = False, dropout: float = 0.5, name: str = "elmo",
-                 precision: str = "float32") -> None:
+                 precision: str = "float32", cache_dir: str = "") -> None:
         super().__init__()
         _check_choice("placement", placement, PLACEMENTS)
         _check_choice("mix", mix, MIX_MODES)
         try:
             transformer = FrozenTransformer(encoder, pooling)
+            # its pooled layers computed once before training (the runner's activation cache), else run here
+            self.cache = TransformerCache(cache_dir, encoder_identity(encoder, pooling), precision) \
+                if cache_dir else None
         except ElmoInputError as e:
             raise ConfigurationError(str(e)) from None
         self.placement, self.name, self.precision = placement, name, precision
@@ -219,7 +223,8 @@ class TransformerMixEmbedder(TokenEmbedder):
                 segment_concat_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         with torch.autocast(token_ids.device.type, dtype=torch.bfloat16, enabled=self.precision == "bfloat16"):
             try:
-                layers, mask = self.elmo.bilm(token_ids, wordpiece_mask, offsets, mask, type_ids)
+                layers, mask = (self.cache.lookup(token_ids, wordpiece_mask, offsets, mask) if self.cache else
+                                self.elmo.bilm(token_ids, wordpiece_mask, offsets, mask, type_ids))
             except ElmoInputError as e:
                 raise ConfigurationError(str(e)) from None
         mixes, mask = self.elmo(layers=[layer.float() for layer in layers], mask=mask)

@@ -94,6 +94,7 @@ local orDefault(value, default) = if value == '' then default else value;
       do_layer_norm: $.knobs.layer_norm,
       dropout: dropout,
       precision: $.knobs.precision,
+      cache_dir: $.knobs.cache,  // the runner's activation cache of the pooled layers ('' = run the transformer)
     },
   } else if self.use_elmo then {
     [$.key]: {

@@ -59,7 +59,7 @@ class Run:
         """Runs with the same task, data and biLM (or transformer encoder) share one activation cache."""
         k = self.knob_dict
         return (self.task, k["TRAIN_PATH"], k["DEV_PATH"], k["TEST_PATH"], k["ELMO_OPTIONS"], k["ELMO_WEIGHTS"],
-                k["ELMO_PRECISION"], k.get("ENCODER", "elmo"))
+                k["ELMO_PRECISION"], k.get("ENCODER", "elmo"), k.get("ENCODER_POOLING", "first"))
 
     @property
     def uses_elmo(self) -> bool:

@@ -442,22 +442,43 @@ def _directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
+def _stored_layers(profile: dict, knobs: Dict[str, str], exclude: List[Path]) -> Optional[Tuple[int, int, int]]:
+    """(layers, their size, bytes the cache stores per token) of a run's encoder, or None where not known yet: a
+    biLM's (half its token layer: elmo_module/activation_cache.py row_width) or a transformer's (every hidden state
+    in full: elmo_module/transformer_cache.py)."""
+    encoder = knobs.get("ENCODER", "elmo")
+    if encoder != "elmo":
+        from transformers import AutoConfig  # (transformers: loaded for a transformer encoder only)
+
+        from elmo_module.transformer import encoder_problem, model_source  # (torch behind it: as encoder_problems)
+
+        if encoder_problem(encoder) or encoder.startswith("hf:"):  # (said once, by encoder_problems)
+            return None
+        config = AutoConfig.from_pretrained(model_source(encoder))
+        layers, dim = config.num_hidden_layers + 1, config.hidden_size
+        return layers, dim, 2 * layers * dim
+    options = bilm_options_for(profile, knobs["ELMO_OPTIONS"] or "elmo_module/bundled/tiny_options.json", exclude)
+    if options is None:
+        return None
+    return options.n_layers + 1, options.output_dim, bytes_per_token(options.n_layers + 1, options.output_dim)
+
+
 def cache_plan(profile: dict, runs, samples: Dict[str, Dict[str, DataSample]], cache_dir: Path,
                exclude: List[Path]) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
-    """({task: (estimated cache bytes, how they were computed)}, free bytes for them, bytes the cache directory
-    already holds)."""
+    """({task, or task (encoder): (estimated cache bytes, how they were computed)}, free bytes for them, bytes the
+    cache directory already holds)."""
 
     sizes = {}
-    for task in sorted({r.task for r in runs if r.uses_elmo}):
-        run = next(r for r in runs if r.task == task and r.uses_elmo)
-        options = bilm_options_for(profile, run.knob_dict["ELMO_OPTIONS"] or "elmo_module/bundled/tiny_options.json",
-                                   exclude)
-        if options is None or not samples.get(task) or no_cache_reason(task, run.knob_dict):
+    for task, encoder in sorted({(r.task, r.knob_dict.get("ENCODER", "elmo")) for r in runs if r.uses_elmo}):
+        run = next(r for r in runs if r.task == task and r.uses_elmo and r.knob_dict.get("ENCODER", "elmo") == encoder)
+        name = task if encoder == "elmo" else f"{task} ({encoder})"  # a cache per task and encoder
+        layers = _stored_layers(profile, run.knob_dict, exclude)
+        if layers is None or not samples.get(task) or no_cache_reason(task, run.knob_dict):
             continue
         tokens = sum(s.tokens for s in samples[task].values())
-        per_token = bytes_per_token(options.n_layers + 1, options.output_dim)  # the stored format (float16)
-        sizes[task] = (tokens * per_token, f"{tokens:,} distinct-text tokens x {per_token:,} B "
-                                           f"({options.n_layers + 1} layers x {options.output_dim}, float16)")
+        per_token = layers[2]  # the stored format (float16)
+        sizes[name] = (tokens * per_token, f"{tokens:,} distinct-text tokens x {per_token:,} B "
+                                           f"({layers[0]} layers x {layers[1]}, float16)")
     existing = _directory_bytes(cache_dir)
     anchor = cache_dir
     while not anchor.exists():

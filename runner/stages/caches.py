@@ -105,35 +105,42 @@ def no_cache_reason(task: str, knobs: Dict[str, str]) -> Optional[str]:
     """Why a task's runs cannot read an activation cache, or None. A cache holds the biLM's layers of the texts read
     once before training; a training reader that draws a new window of each document each epoch, with the biLM
     over the whole window, would miss them from its second epoch (_random_windows)."""
-    if knobs.get("ENCODER", "elmo") != "elmo":
-        return (f"{task}: no activation cache for a transformer encoder ({knobs['ENCODER']}): it runs inside each "
-                f"run")
+    if knobs.get("ENCODER", "elmo").startswith("hf:"):
+        return (f"{task}: no activation cache for a hub encoder ({knobs['ENCODER']}: its files are transformers' "
+                f"cache, which the runner does not checksum): it runs inside each run")
     if _random_windows(task_params(task, knobs)) == "texts":
         return (f"{task}: no activation cache (its training reader draws a random window of each document every "
-                f"epoch, random_offset, and the biLM reads each window whole): the biLM runs inside each run")
+                f"epoch, random_offset, and the encoder reads each window whole): it runs inside each run")
     return None
 
 
 def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str = "float16",
                  device: str = "cpu") -> Path:
+    """The cache of a task's texts (every split, the full training set) for the run's biLM or transformer: found, or
+    built (a cache of other weights, pooling or precision is another directory)."""
     from elmo_module.activation_cache import (  # (torch/allennlp behind it: loaded when this runs)
         build_cache,
         cache_problem,
         file_checksum,
     )
-    from elmo_module.weights import load_bilm  # (torch/allennlp behind it: loaded when this runs)
 
     # every sentence of the full data (no training subsample), read as an ELMo run reads it
     params = task_params(task, knobs)
-    options = _embedder_files(params)
     keys = [k for k in SPLIT_KEYS.values() if params.get(k)]
     paths = [params[k] for k in keys]
-    weights_sum = file_checksum(*options)
+    encoder = knobs.get("ENCODER", "elmo")
+    if encoder == "elmo":
+        options = _embedder_files(params)
+        weights_sum = file_checksum(*options)
+    else:
+        from elmo_module.transformer_cache import encoder_identity  # (torch behind it: loaded when this runs)
+
+        weights_sum = encoder_identity(encoder, knobs.get("ENCODER_POOLING", "first"))
     data_sum = file_checksum(*[REPO / p for p in paths])
     identity = json.dumps([data_sum, params["dataset_reader"], params.get("validation_dataset_reader")],
                           sort_keys=True)
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    precision = knobs.get("ELMO_PRECISION", "float32")  # of the biLM's forward: bfloat16's layers are another cache
+    precision = knobs.get("ELMO_PRECISION", "float32")  # of the encoder's forward: bfloat16's layers are another cache
     suffix = ("" if dtype == "float16" else f"-{dtype}") + ("" if precision == "float32" else f"-{precision}")
     directory = cache_root / weights_sum[:16] / f"{task}-{key}{suffix}"
     problem = cache_problem(directory, weights_sum, precision)
@@ -142,11 +149,32 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
     if (directory / "meta.json").is_file():  # an older format: rebuilt, never read
         print(f"{problem}\n  -> rebuilding it", flush=True)
     sentences = read_sentences(params, keys)
-    bilm = load_bilm(*options, stateful=False, precision=precision).to(device)
+    data = {"files": paths, "sha256": data_sum}
     # reuse: another runner (or a test) building the same cache at the same time holds its lock; this one waits and
     # takes the finished cache (elmo_module/activation_cache.py, "Concurrency")
-    return build_cache(bilm, sentences, directory, weights_sum, data={"files": paths, "sha256": data_sum},
-                       reuse=True, dtype=dtype)
+    if encoder != "elmo":
+        return _transformer_cache(encoder, knobs.get("ENCODER_POOLING", "first"), sentences, directory, data, dtype,
+                                  precision, device)
+    from elmo_module.weights import load_bilm  # (torch/allennlp behind it: loaded when this runs)
+
+    bilm = load_bilm(*options, stateful=False, precision=precision).to(device)
+    return build_cache(bilm, sentences, directory, weights_sum, data=data, reuse=True, dtype=dtype)
+
+
+def _transformer_cache(encoder: str, pooling: str, texts, directory: Path, data: dict, dtype: str, precision: str,
+                       device: str) -> Path:
+    """A transformer's cache: its texts indexed as the runs' indexer does (word pieces and each word's offsets)."""
+    from allennlp.data import Token, Vocabulary  # (allennlp and torch behind these: loaded when this runs)
+
+    from elmo_module.allennlp_adapter import TransformerPiecesIndexer
+    from elmo_module.transformer import FrozenTransformer
+    from elmo_module.transformer_cache import build_transformer_cache
+
+    indexer, vocabulary = TransformerPiecesIndexer(encoder), Vocabulary()
+    return build_transformer_cache(
+        FrozenTransformer(encoder, pooling).to(device),
+        lambda words: indexer.tokens_to_indices([Token(w) for w in words], vocabulary), texts, directory,
+        data=data, reuse=True, dtype=dtype, precision=precision)
 
 
 def _embedder_files(params: dict):

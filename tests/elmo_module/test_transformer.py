@@ -184,7 +184,7 @@ def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline
     done = subprocess.run(runner_command(tmp_path, profile, "--no-wandb"), cwd=REPO_ROOT, env=runner_env(tmp_path),
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "no activation cache for a transformer encoder" in done.stdout + done.stderr
+    assert "activation cache for ner" in done.stdout + done.stderr  # the transformer's pooled layers, built once
     results = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/result.json")]
     [encoded] = [r for r in results if r["knobs"]["ENCODER"] != "elmo"]
     assert "ENCODER" in encoded["inputs"] and "ELMO_WEIGHTS" not in encoded["inputs"]
@@ -245,3 +245,74 @@ def test_an_encoder_inside_an_installed_package_is_found_without_importing_it(kn
     with pytest.raises(Exception, match=r"^encoder pkg:no_such_pkg/model: expected an installed package "
                                         r"'no_such_pkg', found none"):
         model_source("pkg:no_such_pkg/model")
+
+
+def _transformer_run(task: str, bert: Path, pooling: str = "first"):
+    from runner.spec import Run
+    from tasks.knobs import KNOBS
+
+    knobs = {**KNOBS, "ELMO": "input", "SIZE": "tiny", "ENCODER": str(bert), "ENCODER_POOLING": pooling}
+    return Run(task, tuple(sorted(knobs.items())))
+
+
+@pytest.mark.parametrize("task,pooling", [("ner", "first"), ("snli", "mean")])
+def test_the_transformer_cache_equals_the_live_encoder(knobs, bert, tmp_path, task, pooling):
+    """The runner's cache of a task's texts for the tiny BERT (runner/stages/schedule.py build_caches), read back for
+    the batches the task's reader gives: each layer equals the live frozen transformer's up to float16's rounding.
+    The batches here are other than the builder's (another padding): the cache is keyed by each text's pieces."""
+    from allennlp.data import Batch, Vocabulary
+
+    from elmo_module.transformer import FrozenTransformer
+    from elmo_module.transformer_cache import TransformerCache, encoder_identity
+    from runner.stages.caches import task_readers
+    from runner.stages.schedule import build_caches
+
+    run = _transformer_run(task, bert, pooling)
+    [directory] = build_caches([run], tmp_path).values()
+    meta = json.loads((Path(directory) / "meta.json").read_text())
+    assert meta["kind"] == "transformer" and meta["layers"] == 3 and meta["dim"] == 16
+    cache = TransformerCache(directory, encoder_identity(str(bert), pooling))
+    live = FrozenTransformer(str(bert), pooling)
+    _, reader, _ = task_readers(task, run.knob_dict)
+    instances = list(reader.read(run.knob_dict["DEV_PATH"] or _bundled(task, "validation_data_path")))[:12]
+    vocabulary = Vocabulary.from_instances(instances)
+    batch = Batch(instances)
+    batch.index_instances(vocabulary)
+    tensors = batch.as_tensor_dict()
+    fields = [v["elmo_module"] for v in tensors.values() if isinstance(v, dict) and "elmo_module" in v]
+    assert fields
+    for f in fields:
+        expected, mask = live(f["token_ids"], f["wordpiece_mask"], f["offsets"], f["mask"], f.get("type_ids"))
+        got, got_mask = cache.lookup(f["token_ids"], f["wordpiece_mask"], f["offsets"], f["mask"])
+        assert torch.equal(mask, got_mask) and len(got) == len(expected) == 3
+        for e, g in zip(expected, got):
+            assert torch.allclose(e, g, rtol=2 ** -10, atol=1e-4), (e - g).abs().max()
+
+
+def _bundled(task: str, key: str) -> str:
+    from runner.execution.freshness import bundled_data
+
+    return bundled_data(task)[{"validation_data_path": "DEV_PATH"}[key]]
+
+
+def test_a_transformer_cache_of_other_files_or_pooling_is_refused(knobs, bert, tmp_path):
+    """The cache's identity is the encoder's files and the pooling: a weight file changed (one byte) or the other
+    pooling reads another cache, and opening this one with either is refused naming it."""
+    import shutil
+
+    from elmo_module.errors import ElmoInputError
+    from elmo_module.transformer_cache import TransformerCache, encoder_identity
+    from runner.stages.schedule import build_caches
+
+    [directory] = build_caches([_transformer_run("ner", bert)], tmp_path / "caches").values()
+    with pytest.raises(ElmoInputError, match="stale activation cache"):
+        TransformerCache(directory, encoder_identity(str(bert), "mean"))
+    other = shutil.copytree(bert, tmp_path / "other-bert")
+    weights = other / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ElmoInputError, match="stale activation cache"):
+        TransformerCache(directory, encoder_identity(str(other), "first"))
+    [elsewhere] = build_caches([_transformer_run("ner", other)], tmp_path / "caches").values()
+    assert elsewhere != directory
