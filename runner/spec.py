@@ -65,6 +65,11 @@ class Run:
     def uses_elmo(self) -> bool:
         return self.knob_dict["ELMO"] != "none"
 
+    @property
+    def reads_bilm(self) -> bool:
+        """ELMo from the biLM of ELMO_OPTIONS/ELMO_WEIGHTS (a transformer encoder reads neither)."""
+        return self.uses_elmo and self.knob_dict.get("ENCODER", "elmo") == "elmo"
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -160,7 +165,8 @@ SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
 PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
                 "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict,
                 "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str,
-                "slurm": dict, "bilm_of_record": dict}  # --executor slurm's defaults (runner/settings.py slurm_fields)
+                "slurm": dict, "bilm_of_record": dict,  # --executor slurm's defaults (runner/settings.py slurm_fields)
+                "reuse_runs_from": list}  # runner/execution/archive.py restore_archived
 RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
 BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
 VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py
@@ -300,6 +306,13 @@ def check_profile(profile, path) -> None:
         for key, value in sorted({k: profile["bilm_of_record"].get(k) for k in OF_RECORD_KEYS}.items()):
             if not isinstance(value, str):
                 raise _key_error(where, f"bilm_of_record.{key}", "a path (a string)", value)
+    for results in profile.get("reuse_runs_from", []):
+        if not isinstance(results, str) or not (REPO / results / "runs").is_dir():
+            raise _key_error(where, "reuse_runs_from", "results directories with archived runs (e.g. results/small, "
+                             "its runs/ folder present)", results)
+    if profile.get("reuse_runs_from") and not profile.get("archive_runs"):
+        raise _key_error(where, "reuse_runs_from", "with \"archive_runs\": true (the reused records are archived "
+                         "with this profile's results)", profile["reuse_runs_from"])
     for name, override in profile.get("sweep_overrides", {}).items():
         if name not in profile["sweeps"]:
             raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
@@ -479,6 +492,13 @@ def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
     return knobs
 
 
+def encoder_columns(sweep: dict) -> List[str]:
+    """The labels of a table's columns with another encoder than the suite's ELMo (the knob ENCODER; docs/encoders.md):
+    each is compared with the baseline and with ELMo, claims of ours, directed as 'the encoder is better' (declared
+    with the profile) and in a family of their own."""
+    return [c["label"] for c in sweep.get("columns", []) if c.get("knobs", {}).get("ENCODER", "elmo") != "elmo"]
+
+
 def sweep_seeds(sweep: dict, task: str) -> List[int]:
     """The seeds of a task in a sweep: 'seeds' (per task, else 'default', else 1) counted from 'first_seed' (default 1;
     a confirmatory profile declares fresh seeds, e.g. 4..8, so that its runs share none with an earlier profile's)."""
@@ -576,7 +596,7 @@ def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> 
     for run in runs:
         for name in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH", "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
             value = run.knob_dict.get(name, "")
-            if name.startswith("ELMO_") and not run.uses_elmo:
+            if name.startswith("ELMO_") and not run.reads_bilm:
                 continue
             path = repo_path(value)
             if any(path.is_relative_to(d) for d in exclude):

@@ -38,7 +38,7 @@ from runner.analysis.claims_files import build_claims
 from runner.analysis.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.metrics import DECIMALS, mean_std_text
 from runner.records import load_result, repo_relative, write_atomic  # noqa: E402
-from runner.spec import PROBE_KINDS, Cell, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, Cell, encoder_columns, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 
 def at_cap_text(summary: list) -> str:
@@ -162,7 +162,9 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
     paper_table = paper.get(sweep["name"], {})
     paper_only = [k for k, v in paper_table.items() if isinstance(v, dict) and k not in labels and "_std" not in k]
     with_increase = "baseline" in labels and "ELMo" in labels  # Table 1
-    header = ["task"] + [f"{lab} ({who})" for lab in labels for who in ("ours", "paper")]
+    ours_only = set(encoder_columns(sweep))  # another encoder than ELMo: no number of the paper's to stand beside
+    header = ["task"] + [f"{lab} ({who})" for lab in labels for who in ("ours", "paper")
+                         if who == "ours" or lab not in ours_only]
     header += ["increase (ours)", "increase (paper)"] if with_increase else []
     header += [f"{k} (paper)" for k in paper_only]
     rows, summary, diff_rows = [], [], []
@@ -184,7 +186,7 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
                 text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],
                                                                               decimals), marks[label])
                 entry.update(seeds_declared=declared, seeds_added_later=later_seeds(later, agg, everything))
-            row += [text, _paper_text(paper_table, label, task, decimals)]
+            row += [text] + ([] if label in ours_only else [_paper_text(paper_table, label, task, decimals)])
             summary.append(entry)
         if others:
             diffs = {label: paired_difference(aggs[label], aggs[reference]) for label in others}

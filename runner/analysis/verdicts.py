@@ -34,7 +34,8 @@ from typing import Dict, List, Optional
 from runner.analysis import stats
 
 FAMILIES = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "figure1": "Figure 1",
-            "word_vectors": "word vectors", "sec5": "Sec. 5.4", "table5": "probes", "table6": "probes"}
+            "word_vectors": "word vectors", "sec5": "Sec. 5.4", "table5": "probes", "table6": "probes",
+            "encoders": "encoders (ours)"}
 ADJUSTMENT = "Holm within its family (decides the verdict); Benjamini-Hochberg over all counted claims (reported)"
 VERDICTS = ("supports", "contradicts", "not decidable", "not computable")  # the summary's counts, in this order
 SENSITIVITY_LABEL = ("sensitivity only: how the counted claims' verdicts would read under other tests, with the same "
@@ -178,7 +179,8 @@ def review(claims: List[dict], runs=None) -> Dict[str, int]:
         claim["adjustment"] = ADJUSTMENT
         direction = claim.get("direction", 1)
         views = list(claim["views"]) + list((claim.get("test_view") or {}).get("views", []))
-        claim["against_paper"] = claim.get("kind", "better") == "better" and any(_opposite(v, direction) for v in views)
+        claim["against_paper"] = claim.get("kind", "better") == "better" and not claim.get("ours_only") and \
+            any(_opposite(v, direction) for v in views)
         claim["paper_size"] = paper_size(claim)
         claim.setdefault("seeds_declared", [])  # a probe: no seeds (one fixed biLM, a deterministic classifier)
         claim["seeds_needed"], claim["seeds_needed_why"], claim["seeds_needed_range"] = None, None, None

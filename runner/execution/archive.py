@@ -26,17 +26,26 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     if not profile.get("archive_runs"):
         return None
     archive_dir = results_dir / "runs"
-    restored, unreadable = 0, []
+    # another profile's archive, for runs of the same id (the same knobs: the same training) not archived here yet
+    others = [repo_path(d) / "runs" for d in profile.get("reuse_runs_from", [])]
+    restored, unreadable, reused = 0, [], 0
     for run in runs:
-        copy, target = archive_dir / run_dir[run].parent.name / f"{run.run_id}.json", run_dir[run] / "result.json"
-        archived, problem = load_result(copy) if copy.is_file() and not target.is_file() else (None, None)
+        target = run_dir[run] / "result.json"
+        copies = [d / run_dir[run].parent.name / f"{run.run_id}.json" for d in [archive_dir, *others]]
+        copy = next((c for c in copies if c.is_file()), None)
+        archived, problem = load_result(copy) if copy is not None and not target.is_file() else (None, None)
         if problem:  # a cut or damaged copy: never restored, never retrained without a word
             unreadable.append((copy, problem))
         if archived is not None and not set_aside(archived, target.with_name("result.stale.json")):
+            if copy != copies[0]:  # said in the record, which this profile's archive then keeps
+                archived, reused = {**archived, "reused_from": repo_relative(str(copy))}, reused + 1
             put_back(archived, copy.with_name(f"{run.run_id}.{PREDICTIONS}"), target)
             restored += 1
     if restored:
-        print(f"restored {restored} finished runs from {archive_dir}", flush=True)
+        print(f"restored {restored} finished runs from {archive_dir}" if not reused else
+              f"restored {restored} finished runs, {reused} of them from another profile's archive "
+              f"({', '.join(profile['reuse_runs_from'])}: the same run ids, so the same knobs; their input checksums "
+              f"are checked as any run's) and {restored - reused} from {archive_dir}", flush=True)
     for copy, problem in unreadable:
         print(f"warning: archived result not restored: {problem}; its run counts as not finished and trains again "
               f"unless the copy is put back (git checkout -- {copy})", file=sys.stderr, flush=True)

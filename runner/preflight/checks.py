@@ -70,7 +70,7 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     for run in runs:
         for name in (*DATA_KNOBS, "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
             value = run.knob_dict.get(name, "")
-            if not value or (name.startswith("ELMO_") and not run.uses_elmo):
+            if not value or (name.startswith("ELMO_") and not run.reads_bilm):
                 continue
             if value.startswith("hf:"):  # tasks/hub_data.py: for `allennlp train` by hand
                 needs[value][f"{run.task} {name}"] = value
@@ -393,7 +393,7 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
         nonfinite_dataset,
     )
 
-    pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.uses_elmo}
+    pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.reads_bilm}
     pairs |= set(bilm_sources(profile))
     problems = []
     for options_path, weights_path in sorted(pairs):

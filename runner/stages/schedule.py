@@ -42,7 +42,7 @@ def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
     if not unrun:  # (with runs to do the vectors stage makes them again: the finished runs then turn stale)
         check_vectors_settings(profile)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
-    stages = not settings.baselines_only and any(r.uses_elmo for r in unrun)
+    stages = not settings.baselines_only and any(r.reads_bilm for r in unrun)
     pending = stages and stages_pending(profile, task_knobs)
     check_bfloat16(profile, unrun, pending, stage_device)
     beside = pending and settings.executor == "local" and stage_device == "cpu" and parallel >= 2

@@ -174,7 +174,8 @@ def test_a_task_trains_with_a_frozen_transformer_whose_weights_do_not_change(ber
 @pytest.mark.slow
 def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline(bert, tmp_path):
     """Table 1 with a third column, the tiny BERT at the input: the runner trains it (its directory checksummed as
-    the run's input, no activation cache), and the table has its cell beside ELMo's and the baseline's."""
+    the run's input, its pooled layers cached), the table has its cell beside ELMo's and the baseline's, and the
+    claims compare it with both, as claims of ours."""
     from tests.runner.test_runner import runner_command, runner_env
 
     columns = [{"label": "baseline", "knobs": {"ELMO": "none"}}, {"label": "ELMo", "knobs": {"ELMO": "input"}},
@@ -190,7 +191,14 @@ def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline
     assert "ENCODER" in encoded["inputs"] and "ELMO_WEIGHTS" not in encoded["inputs"]
     assert len(encoded["mix_weights"]) == 1 and len(next(iter(encoded["mix_weights"].values()))["weights"]) == 3
     table = (tmp_path / "results" / "table1.md").read_text()
-    assert "tiny BERT" in table and "ELMo" in table and "baseline" in table
+    assert "tiny BERT (ours)" in table and "ELMo" in table and "baseline" in table
+    assert "tiny BERT (paper)" not in table  # the paper has no such column
+    claims = {c["id"]: c for c in json.loads((tmp_path / "results" / "claims.json").read_text())["claims"]}
+    for other in ("baseline", "ELMo"):  # ours, in a family of their own, never against the paper
+        claim = claims[f"encoders.ner.tiny BERT>{other}"]
+        assert claim["family"] == "encoders (ours)" and claim["ours_only"] and not claim["against_paper"]
+        assert claim["paper"].startswith("— (ours")
+    assert claims["table1.ner"]["family"] == "Table 1"
 
 
 def test_the_preflight_names_an_encoder_that_cannot_serve_in_one_line(bert, tmp_path):

@@ -499,6 +499,33 @@ def test_archived_runs_let_a_fresh_clone_resume(tmp_path):
     assert third.returncode == 0 and not (plain / "results" / "runs").exists()
 
 
+def test_a_profile_reuses_another_profiles_archived_runs_of_the_same_id(tmp_path):
+    """"reuse_runs_from": the runs of the same id (the same knobs) archived by another profile are restored, not
+    trained again, their records saying where from (and kept in this profile's archive); the others train. A
+    profile naming a folder without archived runs is refused in one line."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir(), second_dir.mkdir()
+    first = subprocess.run(runner_command(first_dir, {**PROFILE, "archive_runs": True}), cwd=REPO,
+                           env=runner_env(first_dir), capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    profile = {**PROFILE, "archive_runs": True, "reuse_runs_from": [str(first_dir / "results")],
+               "sweep_overrides": {"table1": {"seeds": {"default": 2}}}}  # seed 1 as the first profile's, and 2
+    second = subprocess.run(runner_command(second_dir, profile), cwd=REPO, env=runner_env(second_dir),
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "restored 2 finished runs" in second.stdout and "2 of them from another profile" in second.stdout
+    trained = {p.parent.name for p in (second_dir / "runs").glob("ner/*/log.txt")}
+    archived = {p.stem: json.loads(p.read_text()) for p in (second_dir / "results" / "runs").glob("ner/*.json")}
+    assert len(archived) == 4 and len(trained) == 2
+    for run_id, record in archived.items():
+        reused = record.get("reused_from")
+        assert (reused is None) == (run_id in trained)
+        assert reused is None or (reused.endswith(f"ner/{run_id}.json") and record["knobs"]["SEED"] == "1")
+    refused = subprocess.run(runner_command(second_dir, {**profile, "reuse_runs_from": [str(tmp_path)]}), cwd=REPO,
+                             env=runner_env(second_dir), capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "reuse_runs_from" in refused.stderr.splitlines()[0]
+
+
 def test_killed_runner_leaves_no_pretraining_behind(tmp_path):
     """kill -9 of the runner (an OOM kill, a lost session): its stage process dies with it (PR_SET_PDEATHSIG), as
     its trainings do, and the next runner resumes the pretraining from its checkpoint."""
