@@ -284,6 +284,7 @@ class DataSample:
     tokens: int = 0  # of the distinct texts the ELMo indexer sees (what the activation cache stores)
     files: int = 1
     skipped_languages: Optional[Dict[str, int]] = None
+    longest: Tuple[Tuple[str, ...], ...] = ()  # the sample's longest texts (a transformer's maximum length: lengths)
 
 
 def _conll2012_sample(task: str, path: Path, split: str) -> Tuple[List[Problem], Optional[Path], float, dict]:
@@ -352,7 +353,8 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
         texts = {tuple(t) for instance in instances for t in instance_texts(instance)}
         samples[split] = DataSample(instances=round(len(instances) * scale),
                                     tokens=round(sum(len(t) for t in texts) * scale),
-                                    files=extra.get("files", 1), skipped_languages=extra.get("skipped"))
+                                    files=extra.get("files", 1), skipped_languages=extra.get("skipped"),
+                                    longest=tuple(sorted(texts, key=len)[-5:]))
     return problems, samples
 
 
@@ -384,6 +386,31 @@ def encoder_problems(runs) -> List[Problem]:
     return [Problem(e, "", why.removeprefix(f"encoder {e}: "), "Give the directory save_pretrained wrote (knob "
                     "ENCODER: docs/encoders.md)")
             for e, why in sorted(found.items()) if why]
+
+
+def length_problems(runs, samples: Dict[str, Dict[str, DataSample]]) -> List[Problem]:
+    """A sampled text longer in word pieces than a transformer encoder's maximum (max_position_embeddings): one line
+    before any training (the run would stop at it: elmo_module/transformer.py FrozenTransformer.forward). The sample's
+    five longest texts in words are measured; a longer one further in the file still stops the run, or the cache."""
+    from transformers import AutoConfig, AutoTokenizer  # (transformers: loaded for a transformer encoder only)
+
+    from elmo_module.transformer import encoder_problem, model_source  # (torch behind it: as encoder_problems)
+
+    problems = []
+    for task, encoder in sorted({(r.task, r.knob_dict.get("ENCODER", "elmo")) for r in runs if r.uses_elmo}):
+        if encoder == "elmo" or encoder.startswith("hf:") or encoder_problem(encoder):
+            continue
+        source = model_source(encoder)
+        limit = int(getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", 0) or 0)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        for split, sample in sorted(samples.get(task, {}).items()):
+            lengths = [len(tokenizer(list(t), is_split_into_words=True)["input_ids"]) for t in sample.longest]
+            if limit and lengths and max(lengths) > limit:
+                problems.append(Problem(f"{task} {split}", f"texts of at most {limit} word pieces for {encoder} "
+                                        f"(its max_position_embeddings)", f"a text of {max(lengths)} word pieces",
+                                        "Use an encoder with longer inputs, or ELMo for this task (a transformer "
+                                        "reads a text whole: docs/encoders.md)"))
+    return problems
 
 
 def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
@@ -518,7 +545,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
             problems += glove_problems(profile, task, config)
             found, samples[task] = data_problems(task, knobs, Path(scratch))
             problems += found
-        problems += weights_problems(profile, runs, exclude) + encoder_problems(runs)
+        problems += weights_problems(profile, runs, exclude) + encoder_problems(runs) + length_problems(runs, samples)
         sizes, free, existing = cache_plan(profile, runs, samples, cache_dir, exclude) if use_cache else ({}, 0, 0)
         need = sum(b for b, _ in sizes.values())
         if use_cache and need > free + existing:

@@ -26,7 +26,7 @@ def sample_words() -> list:
     return sorted(words)
 
 
-def tiny_transformer(out: Path, kind: str = "bert", dropout: float = 0.1) -> Path:
+def tiny_transformer(out: Path, kind: str = "bert", dropout: float = 0.1, max_positions: int = 4096) -> Path:
     """A random 2-layer transformer with a fast tokenizer, saved as save_pretrained saves it."""
     from transformers import BertConfig, BertModel, BertTokenizerFast, RobertaConfig, RobertaModel, RobertaTokenizerFast
 
@@ -40,7 +40,7 @@ def tiny_transformer(out: Path, kind: str = "bert", dropout: float = 0.1) -> Pat
         vocab = SPECIAL + letters + [f"##{c}" for c in letters] + [w for w in words if w not in letters]
         (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
         tokenizer = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
-        model = BertModel(BertConfig(vocab_size=len(vocab), max_position_embeddings=4096, **sizes))
+        model = BertModel(BertConfig(vocab_size=len(vocab), max_position_embeddings=max_positions, **sizes))
     else:
         from tokenizers import ByteLevelBPETokenizer
 
@@ -217,6 +217,29 @@ def test_the_preflight_names_an_encoder_that_cannot_serve_in_one_line(bert, tmp_
                            f"expected a transformer's directory (config.json, weights and tokenizer, as "
                            f"save_pretrained writes them) or hf:NAME, found a directory without config.json. Give "
                            f"the directory save_pretrained wrote (knob ENCODER: docs/encoders.md)\n")
+
+
+@pytest.mark.slow
+def test_the_preflight_names_a_text_over_the_encoders_maximum_in_one_line(tmp_path):
+    """A BERT of at most 10 positions and NER's sampled sentences, longer in word pieces: --check names the task, the
+    split, the maximum and the length found, one line, before any training."""
+    from tests.runner.test_runner import runner_command, runner_env
+
+    short = tiny_transformer(tmp_path / "short-bert", max_positions=10)
+    data = {k: str(REPO_ROOT / "tasks" / "ner" / "sample_data" / f"{name}.txt")
+            for k, name in (("TRAIN_PATH", "train"), ("DEV_PATH", "dev"), ("TEST_PATH", "test"))}
+    columns = [{"label": "short", "knobs": {"ELMO": "input", "ENCODER": str(short)}}]
+    profile = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", **data},
+               "sweep_overrides": {"table1": {"seeds": {"default": 1}, "columns": columns}}}
+    done = subprocess.run(runner_command(tmp_path, profile, "--check", "--no-wandb"), cwd=REPO_ROOT,
+                          env={**runner_env(tmp_path), "TRANSFORMERS_OFFLINE": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if "word pieces" in line]
+    assert lines and all(line.strip().split(". ", 1)[1].startswith("ner ") for line in lines), done.stderr
+    assert "expected texts of at most 10 word pieces" in lines[0] and "(its max_position_embeddings)" in lines[0]
+    assert int(lines[0].split("found a text of ")[1].split()[0]) > 10
+    assert not list(tmp_path.glob("runs/ner/*/log.txt"))
 
 
 def test_a_tokenizer_without_word_offsets_is_named(bert, monkeypatch):
