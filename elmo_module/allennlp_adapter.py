@@ -26,6 +26,7 @@ from elmo_module.characters import MAX_CHARS, token_to_ids
 from elmo_module.elmo import Elmo
 from elmo_module.errors import ElmoInputError
 from elmo_module.options import BiLmOptions
+from elmo_module.precision import autocast, check_precision
 from elmo_module.scalar_mix import MIX_MODES, ScalarMix
 from elmo_module.transformer import FrozenTransformer, is_transformer, model_source, transformer_dim
 from elmo_module.transformer_cache import TransformerCache, encoder_identity
@@ -202,6 +203,7 @@ class TransformerMixEmbedder(TokenEmbedder):
         _check_choice("placement", placement, PLACEMENTS)
         _check_choice("mix", mix, MIX_MODES)
         try:
+            check_precision(precision, None, what="precision")  # (the device is known at the first forward)
             transformer = FrozenTransformer(encoder, pooling)
             # its pooled layers computed once before training (the runner's activation cache), else run here
             self.cache = TransformerCache(cache_dir, encoder_identity(encoder, pooling), precision) \
@@ -221,12 +223,12 @@ class TransformerMixEmbedder(TokenEmbedder):
     def forward(self, token_ids: torch.Tensor, mask: torch.Tensor, offsets: torch.Tensor,
                 wordpiece_mask: torch.Tensor, type_ids: Optional[torch.Tensor] = None,
                 segment_concat_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        with torch.autocast(token_ids.device.type, dtype=torch.bfloat16, enabled=self.precision == "bfloat16"):
-            try:
+        try:  # (bfloat16 on a CPU without its kernels: one line, elmo_module/precision.py)
+            with autocast(self.precision, token_ids.device.type):
                 layers, mask = (self.cache.lookup(token_ids, wordpiece_mask, offsets, mask) if self.cache else
                                 self.elmo.bilm(token_ids, wordpiece_mask, offsets, mask, type_ids))
-            except ElmoInputError as e:
-                raise ConfigurationError(str(e)) from None
+        except ElmoInputError as e:
+            raise ConfigurationError(str(e)) from None
         mixes, mask = self.elmo(layers=[layer.float() for layer in layers], mask=mask)
         return _placed(mixes, mask, self.placement, self.name)
 

@@ -15,6 +15,7 @@ import torch
 
 from elmo_module.activation_cache import ActivationCache, file_checksum, write_cache
 from elmo_module.errors import ElmoInputError
+from elmo_module.precision import autocast
 from elmo_module.transformer import FrozenTransformer, model_source
 
 KIND = "transformer"
@@ -51,7 +52,7 @@ def build_transformer_cache(transformer: FrozenTransformer, index: Callable[[Lis
 
     def rows_of(keys: List[str]) -> np.ndarray:
         inputs = padded([indexed[k] for k in keys], device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+        with autocast(precision, device.type):  # (bfloat16's layers are another cache: its identity's precision)
             layers, _ = transformer(*inputs)
         return torch.cat([layer.float().cpu() for layer in layers], dim=-1).numpy()  # (B, words, layers x dim)
 

@@ -278,11 +278,11 @@ def test_an_encoder_inside_an_installed_package_is_found_without_importing_it(kn
         model_source("pkg:no_such_pkg/model")
 
 
-def _transformer_run(task: str, bert: Path, pooling: str = "first"):
+def _transformer_run(task: str, bert: Path, pooling: str = "first", **more):
     from runner.spec import Run
     from tasks.knobs import KNOBS
 
-    knobs = {**KNOBS, "ELMO": "input", "SIZE": "tiny", "ENCODER": str(bert), "ENCODER_POOLING": pooling}
+    knobs = {**KNOBS, "ELMO": "input", "SIZE": "tiny", "ENCODER": str(bert), "ENCODER_POOLING": pooling, **more}
     return Run(task, tuple(sorted(knobs.items())))
 
 
@@ -347,3 +347,56 @@ def test_a_transformer_cache_of_other_files_or_pooling_is_refused(knobs, bert, t
         TransformerCache(directory, encoder_identity(str(other), "first"))
     [elsewhere] = build_caches([_transformer_run("ner", other)], tmp_path / "caches").values()
     assert elsewhere != directory
+
+
+def test_bfloat16_the_transformers_pass_and_its_cache(knobs, bert, tmp_path, monkeypatch):
+    """ELMO_PRECISION=bfloat16 with a transformer: the embedder's pass in bfloat16 autocast agrees with float32 to
+    bfloat16's precision (8 significant bits) and differs from it (the autocast is on); its cache is another directory
+    than float32's, and the float32 embedder refuses it. On a CPU without bfloat16 kernels the first forward is one
+    line (elmo_module/precision.py), unless ELMO_ALLOW_SLOW_BFLOAT16=1, which this test sets to check the numbers."""
+    from allennlp.common.checks import ConfigurationError
+
+    from elmo_module import precision
+    from elmo_module.allennlp_adapter import TransformerMixEmbedder
+    from elmo_module.transformer_cache import text_key
+    from runner.stages.schedule import build_caches
+
+    monkeypatch.setenv(precision.ALLOW_SLOW, "1")
+    precision._check_cpu.cache_clear()
+    run = _transformer_run("ner", bert)
+    half = _transformer_run("ner", bert, ELMO_PRECISION="bfloat16")
+    [full_dir] = build_caches([run], tmp_path).values()
+    [half_dir] = build_caches([half], tmp_path).values()
+    assert full_dir != half_dir and json.loads((Path(half_dir) / "meta.json").read_text())["precision"] == "bfloat16"
+    with pytest.raises(ConfigurationError, match="holds the biLM's layers computed in bfloat16"):
+        TransformerMixEmbedder(str(bert), dropout=0.0, cache_dir=half_dir)
+    inputs = _pieces(bert, [["the", "studies", "of", "vocabulary"], ["a", "game"]])
+    torch.manual_seed(0)
+    full = TransformerMixEmbedder(str(bert), dropout=0.0)
+    torch.manual_seed(0)
+    bf16 = TransformerMixEmbedder(str(bert), dropout=0.0, precision="bfloat16")
+    with torch.no_grad():
+        a, b = full(**inputs), bf16(**inputs)
+    assert not torch.equal(a, b) and torch.allclose(a, b, rtol=2 ** -7, atol=2 ** -6), (a - b).abs().max()
+    assert text_key(inputs["token_ids"][0, :3], inputs["offsets"][0, :1]) != text_key(
+        inputs["token_ids"][0, :3], inputs["offsets"][0, :2])
+    monkeypatch.delenv(precision.ALLOW_SLOW)
+    monkeypatch.setattr(precision, "cpu_has_bfloat16", lambda: False)
+    precision._check_cpu.cache_clear()
+    with pytest.raises(ConfigurationError, match="has no bfloat16 kernels") as error:
+        bf16(**inputs)
+    assert "\n" not in str(error.value)
+    precision._check_cpu.cache_clear()
+
+
+def _pieces(bert: Path, texts: list) -> dict:
+    """What allennlp's mismatched indexer gives the embedder for ``texts``, as one padded batch."""
+    from allennlp.data import Token, Vocabulary
+
+    from elmo_module.allennlp_adapter import TransformerPiecesIndexer
+    from elmo_module.transformer_cache import padded
+
+    indexer, vocabulary = TransformerPiecesIndexer(str(bert)), Vocabulary()
+    items = [indexer.tokens_to_indices([Token(w) for w in words], vocabulary) for words in texts]
+    token_ids, wordpiece_mask, offsets, mask, type_ids = padded(items, "cpu")
+    return dict(token_ids=token_ids, mask=mask, offsets=offsets, wordpiece_mask=wordpiece_mask, type_ids=type_ids)
