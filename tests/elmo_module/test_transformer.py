@@ -201,6 +201,7 @@ def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline
     assert claims["table1.ner"]["family"] == "Table 1"
 
 
+@pytest.mark.slow  # starts a runner
 def test_the_preflight_names_an_encoder_that_cannot_serve_in_one_line(bert, tmp_path):
     """An encoder directory without config.json: one line of --check, before any training."""
     from tests.runner.test_runner import runner_command, runner_env
