@@ -172,6 +172,23 @@ def test_a_task_trains_with_a_frozen_transformer_whose_weights_do_not_change(ber
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("task", [t for t in CONFIGS if t != "ner"])  # (NER: the test above, two epochs)
+def test_every_other_task_trains_with_the_tiny_bert(bert, tmp_path, task):
+    """`allennlp train` of each task's config with ENCODER = the tiny BERT at the input: it trains an epoch to a
+    finite loss and writes its dev metrics, and the mix in the model has num_hidden_layers + 1 = 3 weights."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ELMO": "input", "ENCODER": str(bert), "SIZE": "tiny",
+           "NUM_EPOCHS": "1", "WANDB": "false"}
+    done = subprocess.run([sys.executable, "-m", "allennlp", "train", f"jsonnet_configs/{task}.jsonnet", "-s",
+                           str(tmp_path / "model")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((tmp_path / "model" / "metrics_epoch_0.json").read_text())
+    assert torch.isfinite(torch.tensor(metrics["training_loss"])) and any(k.startswith("validation_") for k in metrics)
+    mix = json.loads((tmp_path / "model" / "elmo_mix_weights.json").read_text())
+    assert [len(m["weights"]) for m in mix.values()] == [3]
+
+
+@pytest.mark.slow
 def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline(bert, tmp_path):
     """Table 1 with a third column, the tiny BERT at the input: the runner trains it (its directory checksummed as
     the run's input, its pooled layers cached), the table has its cell beside ELMo's and the baseline's, and the
