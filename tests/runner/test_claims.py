@@ -268,3 +268,39 @@ def test_every_claim_carries_its_declared_seeds_and_sec54_rows_quote_their_own_t
     from runner.analysis.claims import SEC54_PAPER
 
     assert SEC54_PAPER["srl"].startswith("SRL: the baseline peaks after 486 epochs")
+
+
+def test_encoder_columns_are_compared_with_the_baseline_elmo_and_each_other_as_claims_of_ours(tmp_path):
+    """Table 1 with two encoder columns (knob ENCODER): A right wherever ELMo is and on more pairs, B wrong where
+    ELMo is right on some. Each encoder is claimed better than the baseline, ELMo and the encoders after it, in the
+    family "encoders (ours)" (Holm there, not in Table 1's), with no paper number; B against ELMo is contradicted and
+    still never "against the paper"; the table has no paper column for them."""
+    rng = np.random.default_rng(1)
+    base = rng.random(600) < 0.6
+    columns = [{"label": "baseline"}, {"label": "ELMo"}, {"label": "A", "knobs": {"ENCODER": "a"}},
+               {"label": "B", "knobs": {"ENCODER": "b"}}]
+    sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["snli"], "columns": columns}
+    cells = []
+    for seed in (1, 2, 3):
+        elmo, a, b = base.copy(), base.copy(), base.copy()
+        elmo[rng.choice(np.flatnonzero(~base), 55 + 5 * seed, replace=False)] = True
+        a[:] = elmo
+        a[rng.choice(np.flatnonzero(~elmo), 40 + seed, replace=False)] = True
+        b[rng.choice(np.flatnonzero(base), 80 + seed, replace=False)] = False
+        for label, right in (("baseline", base), ("ELMo", elmo), ("A", a), ("B", b)):
+            run = write_run(tmp_path / "runs" / f"{label}{seed}", "snli", seed, accuracy(right))
+            cells.append(Cell(sweep="table1", task="snli", column=label, x=None, seed=seed, run_dir=run))
+    out = tmp_path / "results"
+    out.mkdir()
+    build_results([sweep], cells, PAPER, out, {"profile": "fabricated"})
+    claims = {c["id"]: c for c in json.loads((out / "claims.json").read_text())["claims"]}
+    ours = {k: c for k, c in claims.items() if k.startswith("encoders.")}
+    assert sorted(ours) == ["encoders.snli.A>B", "encoders.snli.A>ELMo", "encoders.snli.A>baseline",
+                            "encoders.snli.B>ELMo", "encoders.snli.B>baseline"]
+    assert all(c["family"] == "encoders (ours)" and c["paper"].startswith("— (ours") and not c["against_paper"]
+               for c in ours.values())
+    assert claims["table1.snli"]["family_size"] == 1 and ours["encoders.snli.A>ELMo"]["family_size"] == 5
+    assert ours["encoders.snli.A>ELMo"]["verdict"] == "supports"
+    assert ours["encoders.snli.B>ELMo"]["verdict"] == "contradicts"
+    table = (out / "table1.md").read_text()
+    assert "| A (ours) | B (ours) |" in table and "A (paper)" not in table
