@@ -233,19 +233,24 @@ class ActivationCache:
             raise ElmoInputError(f"activation cache '{self.directory}': vectors.npy holds {self.vectors.dtype.name} "
                                  f"{self.vectors.shape}, meta.json says {self.meta['dtype']} {expected}; rebuild it")
 
+    def gather(self, keys: List[str], lengths: List[int], steps: int, named: Callable[[int], str]) -> torch.Tensor:
+        """(texts, steps, stored width), float32: each text's stored rows, zeros after its length. A text not in the
+        cache (``named(b)`` says which) is an error, never a substitute."""
+        rows = np.zeros((len(keys), steps, self.vectors.shape[1]), dtype=np.float32)
+        for b, (key, n) in enumerate(zip(keys, lengths)):
+            entry = self.index.get(key)
+            if entry is None:
+                raise ElmoInputError(f"activation cache '{self.directory}' has no entry for {named(b)}: the data "
+                                     f"changed since the cache was built; rebuild it")
+            rows[b, :n] = self.vectors[entry[0]:entry[0] + entry[1]]
+        return torch.from_numpy(rows)
+
     def lookup(self, char_ids: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
         mask = (char_ids > 0).any(dim=-1)
         batch, steps = mask.shape
-        rows = np.zeros((batch, steps, self.vectors.shape[1]), dtype=np.float32)
-        ids = char_ids.cpu().numpy()
-        for b, n in enumerate(mask.sum(dim=1).tolist()):
-            entry = self.index.get(sentence_key(ids[b, :n]))
-            if entry is None:
-                raise ElmoInputError(f"activation cache '{self.directory}' has no entry for the sentence "
-                                     f"{_decode(ids[b, :n])!r}: the data changed since the cache was built; "
-                                     f"rebuild it")
-            rows[b, :n] = self.vectors[entry[0]:entry[0] + entry[1]]
-        rows = torch.from_numpy(rows).to(char_ids.device)
+        ids, lengths = char_ids.cpu().numpy(), mask.sum(dim=1).tolist()
+        rows = self.gather([sentence_key(ids[b, :n]) for b, n in enumerate(lengths)], lengths, steps,
+                           lambda b: f"the sentence {_decode(ids[b, :lengths[b]])!r}").to(char_ids.device)
         half = self.dim // 2
         token = rows[..., :half]
         lstm = rows[..., half:].reshape(batch, steps, self.n_layers - 1, self.dim).unbind(dim=2)

@@ -94,14 +94,9 @@ class TransformerCache(ActivationCache):
     def lookup(self, token_ids: torch.Tensor, wordpiece_mask: torch.Tensor, offsets: torch.Tensor,
                mask: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
         batch, words = mask.shape
-        rows = np.zeros((batch, words, self.vectors.shape[1]), dtype=np.float32)
         ids, pieces, spans = token_ids.cpu().numpy(), wordpiece_mask.sum(1).tolist(), offsets.cpu().numpy()
-        for b, n in enumerate(mask.sum(dim=1).tolist()):
-            entry = self.index.get(text_key(ids[b, :pieces[b]], spans[b, :n]))
-            if entry is None:
-                raise ElmoInputError(f"activation cache '{self.directory}' has no entry for a text of {n} words "
-                                     f"({pieces[b]} word pieces): the data changed since the cache was built; "
-                                     f"rebuild it")
-            rows[b, :n] = self.vectors[entry[0]:entry[0] + entry[1]]
-        rows = torch.from_numpy(rows).to(mask.device)
+        lengths = mask.sum(dim=1).tolist()
+        keys = [text_key(ids[b, :pieces[b]], spans[b, :n]) for b, n in enumerate(lengths)]
+        rows = self.gather(keys, lengths, words, lambda b: f"a text of {lengths[b]} words ({pieces[b]} word "
+                                                           f"pieces)").to(mask.device)
         return list(rows.reshape(batch, words, self.n_layers, self.dim).unbind(dim=2)), mask
