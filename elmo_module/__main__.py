@@ -9,8 +9,8 @@ from elmo_module.errors import ElmoInputError
 # subcommand -> (module, help); the module has ``add_<name>_arguments(parser)`` and ``run_<name>(args)``
 COMMANDS = {
     "embed": ("elmo_module.embed", "write ELMo layers of a text file to hdf5 (bilm-tf dump_bilm_embeddings layout)"),
-    "pretrain": ("elmo_module.pretrain", "train a biLM on raw text, write options.json + hdf5"),
-    "finetune": ("elmo_module.pretrain",
+    "pretrain": ("elmo_module.pretraining.cli", "train a biLM on raw text, write options.json + hdf5"),
+    "finetune": ("elmo_module.pretraining.cli",
                  "fine-tune a biLM on a task's text, keep the epoch with the best dev perplexity"),
 }
 

@@ -28,10 +28,10 @@ import torch
 
 from elmo_module import Elmo, batch_to_ids, load_bilm, lstm
 from elmo_module.benchmark import FULL_SIZE, make_batches, write_full_size_weights
-from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import new_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import TOKENIZERS, build_vocabulary, read_corpus
+from elmo_module.pretraining.language_model import new_language_model
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings
 
 MINI = Path(__file__).resolve().parent.parent / "runner" / "profiles" / "mini_bilm_options.json"
 

@@ -23,10 +23,10 @@ import torch
 
 from elmo_module import lstm
 from elmo_module.benchmark import FULL_SIZE
-from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import new_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import TOKENIZERS, build_vocabulary, read_corpus
+from elmo_module.pretraining.language_model import new_language_model
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings
 
 VARIANTS = [(p, v) for p in ("float32", "bfloat16") for v in ("old", "new")]
 

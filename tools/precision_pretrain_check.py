@@ -6,14 +6,14 @@ training tokens, and the training speed of each measured under the same load.
         --train ../shared/data/lm_corpus/*_0?.txt --heldout ../shared/data/lm_corpus/heldout/*.txt \
         --heldout-tokens 100000 --vocab-size 50000 --negatives 1024 --tokens 5000000 --eval-every 250 --out check.json
 
-Both trainers are ``elmo_module.lm_trainer.LmTrainer`` as ``pretrain`` builds them (same initial weights, seed,
-vocabulary and data order); they take turns step by step, each with its own torch random state (dropout), so each
-sees exactly what it would see alone. Held-out perplexity is computed in float32 for both (it measures the weights).
+Both trainers are ``elmo_module.pretraining.trainer.LmTrainer`` as ``pretrain`` builds them (same initial weights, seed,
+vocabulary and data order); they take turns step by step, each with its own torch random state (dropout), so each sees
+exactly what it would see alone. Held-out perplexity is computed in float32 for both (it measures the weights).
 ``--out`` is rewritten after every evaluation, so a run stopped early keeps its figures so far. With ``--checkpoint
-FILE`` both trainers are saved there at every evaluation too (model, optimizer, data position, random states, seconds
-so far), and the same command run again goes on from it exactly where it stopped, to the same figures as a run
-without a stop (a larger ``--tokens`` extends a finished check); the 5M-token check takes ~80 min of a core, longer
-than a loaded machine's session leaves.
+FILE`` both trainers are saved there at every evaluation too (model, optimizer, data position, random states, seconds so
+far), and the same command run again goes on from it exactly where it stopped, to the same figures as a run without a
+stop (a larger ``--tokens`` extends a finished check); the 5M-token check takes ~80 min of a core, longer than a loaded
+machine's session leaves.
 """
 import argparse
 import json
@@ -26,10 +26,10 @@ from pathlib import Path
 import torch
 
 from elmo_module.errors import ElmoInputError
-from elmo_module.lm_data import TOKENIZERS, build_vocabulary, expand_paths, read_corpus
-from elmo_module.lm_head import new_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import TOKENIZERS, build_vocabulary, expand_paths, read_corpus
+from elmo_module.pretraining.language_model import new_language_model
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity
 
 PRECISIONS = ("float32", "bfloat16")
 

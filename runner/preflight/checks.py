@@ -245,7 +245,7 @@ def stage_corpus_problems(profile: dict) -> List[Problem]:
     stage would otherwise fail on it after the runs were planned (the vectors with a traceback)."""
     import glob
 
-    from elmo_module.lm_data import text_problem  # (torch/allennlp behind it: loaded when this runs)
+    from elmo_module.pretraining.corpus import text_problem  # (torch/allennlp behind it: loaded when this runs)
 
     stages = []
     if profile.get("vectors"):

@@ -67,7 +67,7 @@ def _dims(values: List[str]) -> List[tuple]:
 
 def _tokenized_corpus(train: List[Path], out: Path, lowercase: bool) -> Dict[str, int]:
     """The training text tokenized once, one line per input line, for gensim's fast ``corpus_file`` mode."""
-    from elmo_module.lm_data import tokenize_simple  # (torch/allennlp behind it: loaded when this runs)
+    from elmo_module.pretraining.corpus import tokenize_simple  # (torch/allennlp behind it: loaded when this runs)
 
     path = out / f"corpus.{'lowercase' if lowercase else 'cased'}.txt"
     counts = {"lines": 0, "tokens": 0}

@@ -12,10 +12,10 @@ import torch
 
 from elmo_module import lstm
 from elmo_module.bilm import ElmoBiLm
-from elmo_module.lm_data import TOKENIZERS, build_vocabulary, read_corpus
-from elmo_module.lm_head import new_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import TOKENIZERS, build_vocabulary, read_corpus
+from elmo_module.pretraining.language_model import new_language_model
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings
 from tests.conftest import REPO_ROOT
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -16,10 +16,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elmo_module import ElmoInputError, batch_to_ids, load_bilm, lstm
 from elmo_module.activation_cache import ActivationCache, build_cache, file_checksum
-from elmo_module.lm_data import build_vocabulary, read_corpus, tokenize_simple
-from elmo_module.lm_head import new_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import build_vocabulary, read_corpus, tokenize_simple
+from elmo_module.pretraining.language_model import new_language_model
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 from tests.elmo_module.test_pretrain import TINY_OPTIONS, grammar_lines
 

@@ -21,15 +21,15 @@ from allennlp.nn.util import remove_sentence_boundaries
 
 from elmo_module import Elmo, batch_to_ids, load_bilm
 from elmo_module.__main__ import main
-from elmo_module.lm_data import read_corpus, tokenize_simple
-from elmo_module.lm_head import (
+from elmo_module.pretraining.corpus import read_corpus, tokenize_simple
+from elmo_module.pretraining.language_model import (
     accidental_hits,
     load_language_model,
     log_uniform_log_prob,
     log_uniform_sample,
     softmax_nll,
 )
-from elmo_module.lm_trainer import LmText, LmTrainer, heldout_perplexity
+from elmo_module.pretraining.trainer import LmText, LmTrainer, heldout_perplexity
 from runner.execution.training import child_pythonpath
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 

@@ -20,9 +20,9 @@ from torch import nn
 from elmo_module import precision
 from elmo_module.bilm import State
 from elmo_module.errors import ElmoInputError
-from elmo_module.lm_data import Corpus, character_table, n_windows, streams, type_to_vocabulary, windows
-from elmo_module.lm_head import BiLanguageModel, log_uniform_sample, softmax_nll
 from elmo_module.options import BiLmOptions
+from elmo_module.pretraining.corpus import Corpus, character_table, n_windows, streams, type_to_vocabulary, windows
+from elmo_module.pretraining.language_model import BiLanguageModel, log_uniform_sample, softmax_nll
 
 CHECKPOINT_FORMAT = "elmo_module.pretrain/1"  # the module that first wrote it; the format is unchanged
 

@@ -5,7 +5,7 @@ The language model is ``ElmoBiLm`` (char CNN + highway + projection, forward and
 softmax over the vocabulary shared by both directions (the token representation is shared too; the LSTMs are not).
 The forward LM predicts the next token from the top forward output, the backward LM the previous token from the top
 backward output (arXiv:1802.05365v2 Sec. 3.1, pp. 2–3: token representation and softmax tied across directions,
-separate LSTMs); training them is ``elmo_module.lm_trainer``.
+separate LSTMs); training them is ``elmo_module.pretraining.trainer``.
 """
 import math
 import os
@@ -19,8 +19,8 @@ from torch.nn import functional as F
 
 from elmo_module.bilm import ElmoBiLm, State
 from elmo_module.errors import ElmoInputError
-from elmo_module.lm_data import read_vocabulary
 from elmo_module.pause_points import pause_point
+from elmo_module.pretraining.corpus import read_vocabulary
 from elmo_module.weights import load_bilm, save_bilm
 
 # --------------------------------------------------------------------------------------------------------- model

@@ -2,7 +2,8 @@
 fine-tune it on a task's text (arXiv:1802.05365v2 Sec. 3.4, p. 4, and supplement A.1, p. 12); see docs/elmo_core.md
 ("pretrain").
 
-The model and its softmax are ``elmo_module.lm_head``; the trainer and its checkpoints ``elmo_module.lm_trainer``.
+The model and its softmax are ``elmo_module.pretraining.language_model``; the trainer and its checkpoints
+``elmo_module.pretraining.trainer``; the text, its vocabulary and windows ``elmo_module.pretraining.corpus``.
 """
 import argparse
 import json
@@ -17,12 +18,18 @@ import torch
 
 from elmo_module.device import resolve
 from elmo_module.errors import ElmoInputError
-from elmo_module.lm_data import TOKENIZERS, Corpus, build_vocabulary, expand_paths, read_corpus
-from elmo_module.lm_head import BiLanguageModel, load_language_model, new_language_model, write_language_model
-from elmo_module.lm_trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity, read_checkpoint
 from elmo_module.options import BiLmOptions
 from elmo_module.pause_points import pause_point
 from elmo_module.precision import PRECISIONS, check_precision
+from elmo_module.pretraining.corpus import TOKENIZERS, Corpus, build_vocabulary, expand_paths, read_corpus
+from elmo_module.pretraining.language_model import (
+    BiLanguageModel,
+    load_language_model,
+    new_language_model,
+    write_language_model,
+)
+from elmo_module.pretraining.trainer import LmText, LmTrainer, TrainingSettings, heldout_perplexity, read_checkpoint
+from elmo_module.progress import progress_bar
 from elmo_module.weights import load_bilm
 
 
@@ -37,8 +44,6 @@ class _Progress:
     moving average of the loss; with the sampled softmax this is the sampled loss, as bilm-tf prints)."""
 
     def __init__(self, total: int, initial: int, description: str):
-        from elmo_module.progress import progress_bar
-
         self.bar = progress_bar(total=total, initial=initial, unit="tok", unit_scale=True, desc=description,
                                 dynamic_ncols=True, mininterval=2.0)
         self.average_loss = None
