@@ -306,13 +306,10 @@ def check_profile(profile, path) -> None:
         for key, value in sorted({k: profile["bilm_of_record"].get(k) for k in OF_RECORD_KEYS}.items()):
             if not isinstance(value, str):
                 raise _key_error(where, f"bilm_of_record.{key}", "a path (a string)", value)
-    for results in profile.get("reuse_runs_from", []):
-        if not isinstance(results, str) or not (REPO / results / "runs").is_dir():
-            raise _key_error(where, "reuse_runs_from", "results directories with archived runs (e.g. results/small, "
-                             "its runs/ folder present)", results)
-    if profile.get("reuse_runs_from") and not profile.get("archive_runs"):
-        raise _key_error(where, "reuse_runs_from", "with \"archive_runs\": true (the reused records are archived "
-                         "with this profile's results)", profile["reuse_runs_from"])
+    for results in profile.get("reuse_runs_from", []):  # (archived with this profile's results: archive_runs)
+        if not isinstance(results, str) or not (REPO / results / "runs").is_dir() or not profile.get("archive_runs"):
+            raise _key_error(where, "reuse_runs_from", "results directories with archived runs (e.g. results/small)"
+                             ", with \"archive_runs\": true", results)
     for name, override in profile.get("sweep_overrides", {}).items():
         if name not in profile["sweeps"]:
             raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
@@ -490,13 +487,6 @@ def without_idle_knobs(knobs: Dict[str, str]) -> Dict[str, str]:
     if knobs.get("ELMO") == "none":
         return {**knobs, **{k: KNOBS[k] for k in ("ELMO_PRECISION", "ENCODER", "ENCODER_POOLING")}}
     return knobs
-
-
-def encoder_columns(sweep: dict) -> List[str]:
-    """The labels of a table's columns with another encoder than the suite's ELMo (the knob ENCODER; docs/encoders.md):
-    each is compared with the baseline and with ELMo, claims of ours, directed as 'the encoder is better' (declared
-    with the profile) and in a family of their own."""
-    return [c["label"] for c in sweep.get("columns", []) if c.get("knobs", {}).get("ENCODER", "elmo") != "elmo"]
 
 
 def sweep_seeds(sweep: dict, task: str) -> List[int]:

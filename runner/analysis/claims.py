@@ -31,7 +31,7 @@ from runner.analysis import stats
 from runner.execution.evidence import check_run, record_mismatch
 from runner.metrics import percent
 from runner.records import load_result
-from runner.spec import encoder_columns, ran_to_cap, x_axis
+from runner.spec import ran_to_cap, x_axis
 
 IMPROVING_P = 0.05  # still_improving: the one-sided test of a rising dev score over a run's last epochs
 IMPROVING_MIN_RISE = 0.5  # still_improving: and the rise fitted over those epochs, in metric points (%)
@@ -317,6 +317,13 @@ def _near(percent: float, target: float) -> bool:
 
 
 OURS_ONLY = "— (ours: the paper has ELMo's column only)"
+
+
+def encoder_columns(sweep: dict) -> List[str]:
+    """The labels of a table's columns with another encoder than the suite's ELMo (the knob ENCODER; docs/encoders.md):
+    each is compared with the baseline and with ELMo, claims of ours, directed as 'the encoder is better' (declared
+    with the profile) and in a family of their own."""
+    return [c["label"] for c in sweep.get("columns", []) if c.get("knobs", {}).get("ENCODER", "elmo") != "elmo"]
 
 
 def catalogue(sweeps: List[dict], paper: dict, runs: Runs) -> List[dict]:

@@ -33,12 +33,12 @@ from runner.analysis.cells import (
     split_later,
     with_later,
 )
-from runner.analysis.claims import probe_line
+from runner.analysis.claims import encoder_columns, probe_line
 from runner.analysis.claims_files import build_claims
 from runner.analysis.provenance import TSV, provenance_lines, runs_made, runs_made_text, runs_made_tsv  # noqa: E402,F401
 from runner.metrics import DECIMALS, mean_std_text
 from runner.records import load_result, repo_relative, write_atomic  # noqa: E402
-from runner.spec import PROBE_KINDS, Cell, encoder_columns, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
+from runner.spec import PROBE_KINDS, Cell, x_axis  # noqa: E402,F401  (Cell: the cells the runner hands over; re-exported)
 
 
 def at_cap_text(summary: list) -> str:

@@ -25,8 +25,9 @@ from elmo_module import device as devices  # through the module: tests fake its 
 from elmo_module.activation_cache import bytes_per_token
 from elmo_module.options import BiLmOptions
 from runner.paths import REPO, VARIABLE, data_hint, expand, repo_path
+from runner.preflight.encoders import encoder_problems, length_problems, transformer_layers
 from runner.preflight.gpu_estimate import gpu_plan
-from runner.preflight.task_setup import bilm_sources, first_line, gpu_index, sample_file
+from runner.preflight.task_setup import Problem, bilm_sources, first_line, gpu_index, sample_file
 from runner.settings import Settings
 from runner.spec import SpecError, bilm_outputs
 from runner.stages.bilm_stages import pretraining_done, stage_options, stages_pending
@@ -36,19 +37,6 @@ from runner.stages.word_vectors import file_name, vectors_pending
 from runner.task_configs import config_nodes, task_config
 
 DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
-
-
-@dataclass
-class Problem:
-    file: str
-    expected: str
-    found: str
-    fix: str
-
-    def __str__(self) -> str:
-        if not self.expected:  # ``found`` is a reader's own "...: expected ..., found ..." line
-            return f"{self.file}: {self.found}. {self.fix}"
-        return f"{self.file}: expected {self.expected}; found {self.found}. {self.fix}"
 
 
 def _raw_knob(profile: dict, task: str, name: str) -> str:
@@ -241,8 +229,8 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
 
 def stage_corpus_problems(profile: dict) -> List[Problem]:
     """The text the profile's own stages train on (the word vectors' --train; the biLM pretraining's --train and
-    --heldout): each file there, UTF-8, with some text (elmo_module.lm_data.text_problem reads it whole, fast). The
-    stage would otherwise fail on it after the runs were planned (the vectors with a traceback)."""
+    --heldout): each file there, UTF-8, with some text (elmo_module.pretraining.corpus.text_problem reads it whole,
+    fast). The stage would otherwise fail on it after the runs were planned (the vectors with a traceback)."""
     import glob
 
     from elmo_module.pretraining.corpus import text_problem  # (torch/allennlp behind it: loaded when this runs)
@@ -378,41 +366,6 @@ def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
         return None
 
 
-def encoder_problems(runs) -> List[Problem]:
-    """Each transformer encoder (knob ENCODER) of the ELMo runs that cannot serve (elmo_module/transformer.py)."""
-    from elmo_module.transformer import encoder_problem  # (torch, transformers behind it: loaded when this runs)
-
-    found = {e: encoder_problem(e) for e in {r.knob_dict.get("ENCODER", "elmo") for r in runs if r.uses_elmo}}
-    return [Problem(e, "", why.removeprefix(f"encoder {e}: "), "Give the directory save_pretrained wrote (knob "
-                    "ENCODER: docs/encoders.md)")
-            for e, why in sorted(found.items()) if why]
-
-
-def length_problems(runs, samples: Dict[str, Dict[str, DataSample]]) -> List[Problem]:
-    """A sampled text longer in word pieces than a transformer encoder's maximum (max_position_embeddings): one line
-    before any training (the run would stop at it: elmo_module/transformer.py FrozenTransformer.forward). The sample's
-    five longest texts in words are measured; a longer one further in the file still stops the run, or the cache."""
-    from transformers import AutoConfig, AutoTokenizer  # (transformers: loaded for a transformer encoder only)
-
-    from elmo_module.transformer import encoder_problem, model_source  # (torch behind it: as encoder_problems)
-
-    problems = []
-    for task, encoder in sorted({(r.task, r.knob_dict.get("ENCODER", "elmo")) for r in runs if r.uses_elmo}):
-        if encoder == "elmo" or encoder.startswith("hf:") or encoder_problem(encoder):
-            continue
-        source = model_source(encoder)
-        limit = int(getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", 0) or 0)
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        for split, sample in sorted(samples.get(task, {}).items()):
-            lengths = [len(tokenizer(list(t), is_split_into_words=True)["input_ids"]) for t in sample.longest]
-            if limit and lengths and max(lengths) > limit:
-                problems.append(Problem(f"{task} {split}", f"texts of at most {limit} word pieces for {encoder} "
-                                        f"(its max_position_embeddings)", f"a text of {max(lengths)} word pieces",
-                                        "Use an encoder with longer inputs, or ELMo for this task (a transformer "
-                                        "reads a text whole: docs/encoders.md)"))
-    return problems
-
-
 def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     from elmo_module.weights import (  # (torch/allennlp behind it: loaded when this runs)
         layout_mismatches,
@@ -471,19 +424,10 @@ def _directory_bytes(path: Path) -> int:
 
 def _stored_layers(profile: dict, knobs: Dict[str, str], exclude: List[Path]) -> Optional[Tuple[int, int, int]]:
     """(layers, their size, bytes the cache stores per token) of a run's encoder, or None where not known yet: a
-    biLM's (half its token layer: elmo_module/activation_cache.py row_width) or a transformer's (every hidden state
-    in full: elmo_module/transformer_cache.py)."""
+    biLM's (half its token layer: elmo_module/activation_cache.py row_width) or a transformer's (encoders.py)."""
     encoder = knobs.get("ENCODER", "elmo")
     if encoder != "elmo":
-        from transformers import AutoConfig  # (transformers: loaded for a transformer encoder only)
-
-        from elmo_module.transformer import encoder_problem, model_source  # (torch behind it: as encoder_problems)
-
-        if encoder_problem(encoder) or encoder.startswith("hf:"):  # (said once, by encoder_problems)
-            return None
-        config = AutoConfig.from_pretrained(model_source(encoder))
-        layers, dim = config.num_hidden_layers + 1, config.hidden_size
-        return layers, dim, 2 * layers * dim
+        return transformer_layers(encoder)
     options = bilm_options_for(profile, knobs["ELMO_OPTIONS"] or "elmo_module/bundled/tiny_options.json", exclude)
     if options is None:
         return None

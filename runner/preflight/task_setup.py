@@ -4,6 +4,7 @@ file, the weights the profile's biLM stages start from, the GPU the runs ask for
 Below both, so that neither imports the other for it."""
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -11,6 +12,19 @@ from runner.paths import expand
 
 PREFIX_BYTES = 256 * 1024  # a line-based data file is checked (and its size estimated) on this prefix
 JSON_ENTRIES = 10  # a JSON data file (SQuAD) on its first entries
+
+
+@dataclass
+class Problem:
+    file: str
+    expected: str
+    found: str
+    fix: str
+
+    def __str__(self) -> str:
+        if not self.expected:  # ``found`` is a reader's own "...: expected ..., found ..." line
+            return f"{self.file}: {self.found}. {self.fix}"
+        return f"{self.file}: expected {self.expected}; found {self.found}. {self.fix}"
 
 
 def first_line(error: BaseException) -> str:

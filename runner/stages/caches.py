@@ -164,11 +164,11 @@ def ensure_cache(task: str, knobs: Dict[str, str], cache_root: Path, dtype: str 
 def _transformer_cache(encoder: str, pooling: str, texts, directory: Path, data: dict, dtype: str, precision: str,
                        device: str) -> Path:
     """A transformer's cache: its texts indexed as the runs' indexer does (word pieces and each word's offsets)."""
-    from allennlp.data import Token, Vocabulary  # (allennlp and torch behind these: loaded when this runs)
+    from allennlp.data import Token, Vocabulary
 
-    from elmo_module.allennlp_adapter import TransformerPiecesIndexer
-    from elmo_module.transformer import FrozenTransformer
-    from elmo_module.transformer_cache import build_transformer_cache
+    from elmo_module.allennlp_adapter import TransformerPiecesIndexer  # (allennlp, torch behind these three:
+    from elmo_module.transformer import FrozenTransformer  # loaded when a transformer's cache is built,
+    from elmo_module.transformer_cache import build_transformer_cache  # as ELMo's are in ensure_cache)
 
     indexer, vocabulary = TransformerPiecesIndexer(encoder), Vocabulary()
     return build_transformer_cache(

@@ -5,7 +5,7 @@ coref and SST-5, 6B.100d for SRL (deep_srl config/srl_config.json:9), 6B.50d for
 ner_elmo.jsonnet:38-43). A profile without those files gets vectors of the same shape trained on the biLM's own
 pretraining text, so that the comparison is static against contextual vectors from one corpus. 840B is cased and 6B
 lowercased, so the 300-d file is cased and the 100-d and 50-d files are lowercased, as the releases they stand in
-for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module.lm_data.tokenize_simple``).
+for. The text is tokenized as the biLM's pretraining tokenizes it (``elmo_module.pretraining.corpus.tokenize_simple``).
 
 The trainer is gensim's word2vec (skip-gram with negative sampling; Mikolov et al. 2013), one worker thread by default
 and one pinned BLAS kernel (``blas_kernel``), so that the output is the same bytes on every run on every x86-64 CPU
@@ -77,7 +77,7 @@ def _tokenized_corpus(train: List[Path], out: Path, lowercase: bool) -> Dict[str
             print(f"  tokenizing {source}{' (lowercased)' if lowercase else ''}", flush=True)
             with open(source, "rb") as lines:
                 for number, raw in enumerate(lines, 1):
-                    try:  # one line naming file and line, as the biLM's pretraining says it (elmo_module/lm_data.py)
+                    try:  # one line naming file and line, as pretraining says it (elmo_module/pretraining/corpus.py)
                         line = (raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw).decode("utf-8")
                     except UnicodeDecodeError as e:
                         partial.unlink()
