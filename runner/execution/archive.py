@@ -23,7 +23,7 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     check_finished). Of the profile's own biLM only the stages' records are kept, in RESULTS/bilm/
     (runner/stages/bilm_stages.py archive_bilm). Returns the function that archives one finished run directory, or
     None."""
-    if not profile.get("archive_runs"):
+    if not profile.archive_runs:
         return None
     archive_dir = results_dir / "runs"
     restored, unreadable = 0, []
