@@ -73,9 +73,9 @@ def _check_selects_runs(profile, sweeps, cells, only) -> None:
     """A profile (or --only) whose tasks are in none of its sweeps would do nothing and report success."""
     run_sweeps = [s["name"] for s in sweeps if "columns" in SWEEP_KINDS[s["kind"]] and (not only or s["name"] in only)]
     if run_sweeps and not any(c.sweep in run_sweeps for c in cells):
+        tasks = list(profile.tasks) if profile.tasks is not None else None  # as the file writes them
         raise SpecError(f"profile '{profile.name}': key 'tasks': expected tasks of the sweeps "
-                        f"{', '.join(run_sweeps)}, found {list(profile.tasks) if profile.tasks else None!r}: no run "
-                        f"to do")
+                        f"{', '.join(run_sweeps)}, found {tasks!r}: no run to do")
 
 
 def wanted_runs(plan: Plan, baselines_only: bool) -> list:

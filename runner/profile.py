@@ -39,7 +39,7 @@ class Profile:
     name: str = field(metadata={"json": str})  # default: the file's name without .json
     sweeps: Tuple[str, ...] = field(metadata={"json": list})  # runner/sweeps/<name>.json, in the profile's order
     description: str = _key(str, "")
-    tasks: Optional[Tuple[str, ...]] = _key(list)  # None: every task of its sweeps (the order of "run_order")
+    tasks: Optional[Tuple[str, ...]] = _key(list)  # None: every task of its sweeps; the runs' order (run_order)
     knobs: Dict[str, str] = _key(dict, factory=dict)  # knob -> value for every run (tasks/knobs.py)
     task_knobs: Dict[str, Dict[str, str]] = _key(dict, factory=dict)  # task -> knob -> value, over "knobs"
     requires: Dict[str, str] = _key(dict, factory=dict)  # "KNOB" or "task.KNOB" -> where to get the file it names
