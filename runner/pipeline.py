@@ -25,9 +25,9 @@ from runner.execution.training import under_way
 from runner.locks import release_locks, take_locks
 from runner.plan import Plan, device_plan, make_plan, wanted_probes, wanted_runs
 from runner.preflight.checks import run_preflight  # every input checked before any work
+from runner.profile import SpecError, load_profile
 from runner.records import load_result, write_json
 from runner.settings import Settings, existing
-from runner.spec import SpecError, load_profile
 from runner.stages.bilm_stages import restore_of_record
 from runner.stages.schedule import build_caches, run_stages
 
@@ -99,7 +99,7 @@ def _run(flags: argparse.Namespace, argv, writes_in: list) -> int:
                                   settings.redo_stale, LEFT_OUT)
         else:
             wanted = wanted_runs(plan, settings.baselines_only)
-            restore_of_record(plan.profile)  # a pretrained biLM kept in git: the preflight then reads it
+            restore_of_record(plan.profile.bilm_of_record)  # a pretrained biLM kept in git: the preflight then reads it
             status = run_preflight(plan.profile, wanted, plan.cells, settings)
             if status is not None:
                 return status
@@ -127,7 +127,7 @@ def device_and_locks(plan: Plan, settings: Settings):
 def train(plan: Plan, settings: Settings, wanted, inputs, finished, gpus, stage_device, archive) -> None:
     """The unfinished runs (their activation caches first), then the probe sweeps."""
     todo = [r for r in wanted if r not in finished]
-    print(f"profile '{plan.profile['name']}': {len(wanted)} runs in {len(plan.sweeps)} sweeps, "
+    print(f"profile '{plan.profile.name}': {len(wanted)} runs in {len(plan.sweeps)} sweeps, "
           f"{len(wanted) - len(todo)} already finished, {len(todo)} to do; runs in {plan.runs_dir}")
     for run in todo:  # what the run reads, recorded with its result (runner/execution/freshness.py)
         plan.run_dir[run].mkdir(parents=True, exist_ok=True)

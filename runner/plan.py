@@ -3,19 +3,20 @@ the command line's flags (Plan, make_plan); which of them this invocation trains
 they compute (device_plan)."""
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import List, Optional
 
 from elmo_module import device as devices
 from runner.execution.probes import plan_probes
 from runner.execution.training import gpu_slots
+from runner.profile import Profile, SpecError
 from runner.settings import Settings
-from runner.spec import SWEEP_KINDS, SpecError, check_only, expand_cells, load_sweeps, unique_runs
+from runner.spec import SWEEP_KINDS, check_only, expand_cells, load_sweeps, unique_runs
 from tasks.knobs import KNOBS
 
 
-def ignored_environment(profile: dict) -> None:
+def ignored_environment(profile_name: str) -> None:
     """A knob set in the environment steers `allennlp train` run by hand, not the runner's runs, whose knobs come
     from the profile (they are the runs' identity): say so rather than train silently without it."""
 
@@ -23,14 +24,14 @@ def ignored_environment(profile: dict) -> None:
     set_here = [f"{k}={os.environ[k]}" for k, default in KNOBS.items() if os.environ.get(k, default) != default]
     if set_here:
         print(f"warning: environment variable(s) {', '.join(set_here)} ignored: the runner takes every knob from the "
-              f"profile '{profile['name']}' (its 'knobs' or 'task_knobs', or a profile file of your own)",
+              f"profile '{profile_name}' (its 'knobs' or 'task_knobs', or a profile file of your own)",
               file=sys.stderr)
 
 
 @dataclass
 class Plan:
     """What one invocation works on: the profile, its sweeps' cells and runs, and where each goes."""
-    profile: dict
+    profile: Profile  # as loaded, with the command line's knobs and device over its own
     profile_path: Path
     only: Optional[List[str]]
     sweeps: list
@@ -43,15 +44,15 @@ class Plan:
     probe_dir: dict
 
 
-def make_plan(settings: Settings, loaded: dict, profile_path: Path) -> Plan:
-    """The profile (as loaded, with the command line's knobs and device over its own: a new dict) and its sweeps,
+def make_plan(settings: Settings, loaded: Profile, profile_path: Path) -> Plan:
+    """The profile (as loaded, with the command line's knobs and device over its own: a new Profile) and its sweeps,
     checked against the schema (SpecError), expanded into cells and runs."""
-    knobs = dict(loaded.get("knobs", {}))
+    knobs = dict(loaded.knobs)
     if settings.precision:  # a knob like any other: it enters the ELMo runs' identity (spec.py without_idle_knobs)
         knobs["ELMO_PRECISION"] = settings.precision
     if settings.task_precision:
         knobs["TASK_PRECISION"] = settings.task_precision
-    profile = {**loaded, **({"knobs": knobs} if knobs or "knobs" in loaded else {}), "device": settings.device}
+    profile = replace(loaded, knobs=knobs, device=settings.device)
     only = list(settings.only) if settings.only else None
     check_only(profile, only)
     # Results are always built for every sweep of the profile (summary.json and the tables stay in step);
@@ -59,8 +60,8 @@ def make_plan(settings: Settings, loaded: dict, profile_path: Path) -> Plan:
     sweeps = load_sweeps(profile, profile_path)
     cells = expand_cells(profile, sweeps)
     _check_selects_runs(profile, sweeps, cells, only)
-    probes = plan_probes(profile, sweeps)
-    ignored_environment(profile)
+    probes = plan_probes(profile.knobs, sweeps)
+    ignored_environment(profile.name)
     runs = unique_runs(cells)
     runs_dir, results_dir = settings.runs_dir, settings.results_dir
     return Plan(profile, profile_path, only, sweeps, cells, probes, runs, runs_dir, results_dir,
@@ -72,8 +73,9 @@ def _check_selects_runs(profile, sweeps, cells, only) -> None:
     """A profile (or --only) whose tasks are in none of its sweeps would do nothing and report success."""
     run_sweeps = [s["name"] for s in sweeps if "columns" in SWEEP_KINDS[s["kind"]] and (not only or s["name"] in only)]
     if run_sweeps and not any(c.sweep in run_sweeps for c in cells):
-        raise SpecError(f"profile '{profile['name']}': key 'tasks': expected tasks of the sweeps "
-                        f"{', '.join(run_sweeps)}, found {profile.get('tasks')!r}: no run to do")
+        tasks = list(profile.tasks) if profile.tasks is not None else None  # as the file writes them
+        raise SpecError(f"profile '{profile.name}': key 'tasks': expected tasks of the sweeps "
+                        f"{', '.join(run_sweeps)}, found {tasks!r}: no run to do")
 
 
 def wanted_runs(plan: Plan, baselines_only: bool) -> list:
@@ -84,9 +86,9 @@ def wanted_runs(plan: Plan, baselines_only: bool) -> list:
     of its first tasks, or its first sweeps over every task (the small profile: Table 1's six rows first)."""
     selected = unique_runs([c for c in plan.cells if not plan.only or c.sweep in plan.only])
     wanted = [r for r in selected if not (baselines_only and r.uses_elmo)]
-    order = {task: i for i, task in enumerate(plan.profile.get("tasks", []))}
-    if plan.profile.get("run_order", "tasks") == "sweeps":
-        sweep_index = {name: i for i, name in enumerate(plan.profile["sweeps"])}
+    order = {task: i for i, task in enumerate(plan.profile.tasks or ())}
+    if plan.profile.run_order == "sweeps":
+        sweep_index = {name: i for i, name in enumerate(plan.profile.sweeps)}
         first = {}
         for cell in plan.cells:
             first[cell.run] = min(first.get(cell.run, len(sweep_index)), sweep_index.get(cell.sweep, len(sweep_index)))

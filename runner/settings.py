@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from runner.paths import REPO
-from runner.spec import SpecError
+from runner.profile import Profile, SpecError
 
 
 def existing(path: Path) -> Path:
@@ -60,25 +60,9 @@ def check_flags(flags: argparse.Namespace) -> None:
                                 f"{e.strerror or e} writing in {where}") from None
 
 
-SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time_min": int, "mem_gb": (int, float), "sbatch": list,
-              "max_jobs": int, "retries": int}  # the profile's "slurm" object: each its --slurm-* flag's default
-
-
-def slurm_fields(flags: argparse.Namespace, profile: dict) -> dict:
-    """The slurm_* fields: a --slurm-* flag, else the profile's "slurm" key, else the field's default."""
-    given = profile.get("slurm", {})
-    where = "profile key 'slurm'"
-    if not isinstance(given, dict):
-        raise SpecError(f"{where}: expected an object, found {type(given).__name__}")
-    for key, value in given.items():
-        kind = SLURM_KEYS.get(key)
-        if kind is None:
-            raise SpecError(f"{where}: unknown key {key!r} (expected: {', '.join(SLURM_KEYS)})")
-        if not isinstance(value, kind) or isinstance(value, bool) or (
-                key in ("time_min", "max_jobs") and value < 1) or (key == "retries" and value < 0) or (
-                key == "mem_gb" and value <= 0) or (key == "sbatch" and not all(
-                    isinstance(o, str) and o.startswith("--") for o in value)):
-            raise SpecError(f"{where}: '{key}' must be {_SLURM_EXPECTED[key]}, found {value!r}")
+def slurm_fields(flags: argparse.Namespace, given: dict) -> dict:
+    """The slurm_* fields: a --slurm-* flag, else the profile's "slurm" key (``given``, checked at load: runner/spec.py
+    check_slurm), else the field's default."""
     picked = {key: getattr(flags, f"slurm_{flag}") if getattr(flags, f"slurm_{flag}") is not None else given.get(key)
               for key, flag in (("partition", "partition"), ("account", "account"), ("qos", "qos"),
                                 ("time_min", "time"), ("mem_gb", "mem"), ("max_jobs", "max_jobs"),
@@ -88,11 +72,6 @@ def slurm_fields(flags: argparse.Namespace, profile: dict) -> dict:
             "slurm_sbatch": tuple(given.get("sbatch", ())) + tuple(flags.slurm_sbatch or ()),
             "slurm_max_jobs": picked["max_jobs"],
             "slurm_retries": 3 if picked["retries"] is None else picked["retries"]}
-
-
-_SLURM_EXPECTED = {"partition": "a string", "account": "a string", "qos": "a string", "time_min": "an integer >= 1",
-                   "mem_gb": "a number > 0", "sbatch": "a list of sbatch options such as \"--constraint=a100\"",
-                   "max_jobs": "an integer >= 1", "retries": "an integer >= 0"}
 
 
 @dataclass(frozen=True)
@@ -133,17 +112,17 @@ class Settings:
     slurm_retries: int = 3  # resubmissions of a job cancelled, timed out, preempted or lost without a result
 
     @classmethod
-    def build(cls, flags: argparse.Namespace, profile: dict, argv: Tuple[str, ...] = ()) -> "Settings":
+    def build(cls, flags: argparse.Namespace, profile: Profile, argv: Tuple[str, ...] = ()) -> "Settings":
         """From the parsed command line and the loaded profile (runner/spec.py load_profile)."""
         check_flags(flags)
-        device = flags.device or profile.get("device", "cpu")
+        device = flags.device or profile.device
         if device not in ("cpu", "cuda"):
             raise SpecError(f"profile key 'device' must be \"cpu\" or \"cuda\", found {device!r}")
         gpus_per_run = flags.gpus_per_run
         if gpus_per_run is None:
             gpus_per_run = 1.0 if device == "cuda" and flags.executor in ("ray", "slurm") else 0.0
-        runs_dir = Path(flags.runs_dir or REPO / "runs" / profile["name"]).resolve()
-        results_dir = Path(flags.results_dir or REPO / "results" / profile["name"]).resolve()
+        runs_dir = Path(flags.runs_dir or REPO / "runs" / profile.name).resolve()
+        results_dir = Path(flags.results_dir or REPO / "results" / profile.name).resolve()
         if runs_dir == results_dir:  # --build-only then found the directory locked by "another runner": itself
             given = [f"{flag} '{value}'" for flag, value in (("--runs-dir", flags.runs_dir),
                                                                 ("--results-dir", flags.results_dir)) if value]
@@ -152,16 +131,16 @@ class Settings:
                                                                  "default for this profile)"))
         return cls(
             profile=flags.profile, only=tuple(flags.only.split(",")) if flags.only is not None else None,
-            executor=flags.executor, device=device, jobs=flags.jobs or int(profile.get("jobs", 1)),
+            executor=flags.executor, device=device, jobs=flags.jobs or profile.jobs,
             threads=flags.threads, runs_per_gpu=flags.runs_per_gpu, address=flags.address,
             cpus_per_run=flags.cpus_per_run, gpus_per_run=gpus_per_run,
-            cache=not flags.no_cache and bool(profile.get("cache", True)),
+            cache=not flags.no_cache and profile.cache,
             precision=flags.precision, task_precision=flags.task_precision,
             runs_dir=runs_dir, results_dir=results_dir,
             cache_dir=Path(flags.cache_dir).resolve(), keep_models=flags.keep_models, build_only=flags.build_only,
             redo_stale=flags.redo_stale, baselines_only=flags.baselines_only, check=flags.check,
             fetch_data=flags.fetch_data, wandb=not flags.no_wandb, wandb_project=flags.wandb_project,
-            argv=tuple(argv), **slurm_fields(flags, profile))
+            argv=tuple(argv), **slurm_fields(flags, profile.slurm))
 
     @property
     def writes_in(self) -> Tuple[Path, ...]:

@@ -1,20 +1,32 @@
 """Profiles and sweeps (data files) -> the runs to do and the table/figure cells they fill.
 
 A sweep file (runner/sweeps/<name>.json) lists a table's or figure's runs as knob settings; a profile
-(runner/profiles/<name>.json, or any path) says which sweeps to run, with which data, biLM and sizes. A run is
+(runner/profiles/<name>.json, or any path; read and checked by runner/profile.py) says which sweeps to run, with
+which data, biLM and sizes. A run is
 identified by its task and its complete knob settings, so a run shared by two sweeps (Table 1's baseline is Figure
 1's baseline at 100 %) is trained once.
 """
-import codecs
 import difflib
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from runner.paths import REPO, VARIABLE, canonical, data_hint, expand, repo_path
+from runner.paths import VARIABLE, canonical, data_hint, expand, repo_path
+from runner.profile import (
+    SWEEP_NAMES,
+    TASKS,
+    Profile,
+    SpecError,
+    check_keys,
+    check_knob_settings,
+    check_no_spaces,
+    check_tasks,
+    key_error,
+    load_json,
+    unknown_key,
+)
 from tasks.knobs import KNOBS, knob_problems
 
 HERE = Path(__file__).parent
@@ -24,11 +36,6 @@ HERE = Path(__file__).parent
 # runner/analysis/tables.py and, if it runs something other than task trainings, its runs' planning (as
 # runner/execution/probes.py).
 PROBE_KINDS = ("neighbours", "wsd", "pos")  # Tables 4-6: probes/ on the frozen biLM, no task training (Sec. 5.3)
-
-
-class SpecError(ValueError):
-    """A profile or sweep file that cannot be used: the message names the file and key."""
-
 
 LATER_KNOBS = ("BATCHES_PER_EPOCH", "WORD_VECTORS", "ELMO_PRECISION", "TASK_PRECISION", "ENCODER", "ENCODER_POOLING")
 
@@ -83,74 +90,14 @@ class Cell:
     run: Optional[Run] = None
 
 
-class _Twice(dict):
-    """A JSON object that gives a key twice (json.loads keeps the last without a word): marked by ``_pairs`` and
-    named by ``_twice`` once the whole file is read, with the path of keys to it."""
-
-    def __init__(self, pairs, key):
-        super().__init__(pairs)
-        self.key, self.values = key, [v for k, v in pairs if k == key]
-
-
-def _pairs(pairs) -> dict:
-    keys = [k for k, _ in pairs]
-    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
-    return dict(pairs) if twice is None else _Twice(pairs, twice)
-
-
-def _twice(value, path: str = ""):
-    """(dotted key, its values) of the first object in ``value`` that gives a key twice, or None."""
-    if isinstance(value, _Twice):
-        return f"{path}.{value.key}" if path else value.key, value.values
-    if isinstance(value, dict):
-        items = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
-    else:
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value)) if isinstance(value, list) else ()
-    return next((found for where, item in items for found in [_twice(item, where)] if found), None)
-
-
-def _load_json(path: Path, what: str) -> dict:
-    """A profile or sweep file: UTF-8 (a byte-order mark is skipped), JSON, each key of an object once."""
-    if not path.is_file():
-        raise SpecError(f"{what} '{path}' does not exist")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        at = e.start + (3 if data.startswith(codecs.BOM_UTF8) else 0)
-        line = data[:at].count(b"\n") + 1
-        raise SpecError(f"{what} '{path}': expected UTF-8 text, found byte 0x{data[at]:02x} at line {line}") from None
-    try:
-        loaded = json.loads(text, object_pairs_hook=_pairs)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{what} '{path}' is not valid JSON: {e}") from None
-    twice = _twice(loaded)
-    if twice:
-        key, values = twice
-        shown = [repr(v) if len(repr(v)) <= 60 else repr(v)[:56] + " ..." for v in values]
-        raise SpecError(f"{what} '{path}': key '{key}' given twice: expected each key once (JSON would keep only the "
-                        f"last), found {' and '.join(shown)}")
-    return loaded
-
-
-def load_profile(name_or_path: str) -> Tuple[dict, Path]:
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = HERE / "profiles" / f"{name_or_path}.json"
-    profile = _load_json(path, "profile")
-    check_profile(profile, path)
-    profile.setdefault("name", path.stem)
-    return profile, path
-
-
-def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = None) -> List[dict]:
+def load_sweeps(profile: Profile, profile_path: Path, only: Optional[List[str]] = None) -> List[dict]:
     check_only(profile, only)
     sweeps = []
-    for name in profile["sweeps"]:
+    for name in profile.sweeps:
         if only and name not in only:
             continue
-        sweep = _load_json(HERE / "sweeps" / f"{name}.json", "sweep")
-        sweep = {**sweep, **profile.get("sweep_overrides", {}).get(name, {})}
+        sweep = load_json(HERE / "sweeps" / f"{name}.json", "sweep")
+        sweep = {**sweep, **profile.sweep_overrides.get(name, {})}
         check_sweep(sweep, f"sweep '{name}' (runner/sweeps/{name}.json with the overrides of '{profile_path}')")
         sweeps.append(sweep)
     return sweeps
@@ -158,21 +105,6 @@ def load_sweeps(profile: dict, profile_path: Path, only: Optional[List[str]] = N
 
 # ---- The schema of profiles and sweeps, checked before anything runs: a misspelt key or a wrong value is an error
 # naming the key, what was expected and what was found, never a silently ignored setting.
-
-TASKS = sorted(p.stem for p in (REPO / "jsonnet_configs").glob("*.jsonnet"))
-SWEEP_NAMES = sorted(p.stem for p in (HERE / "sweeps").glob("*.json"))
-
-PROFILE_KEYS = {"name": str, "description": str, "sweeps": list, "tasks": list, "knobs": dict, "task_knobs": dict,
-                "requires": dict, "jobs": int, "cache": bool, "archive_runs": bool, "bilm": dict,
-                "sweep_overrides": dict, "device": str, "vectors": dict, "run_order": str, "replicates": str,
-                "slurm": dict, "bilm_of_record": dict,  # --executor slurm's defaults (runner/settings.py slurm_fields)
-                "reuse_runs_from": list}  # runner/execution/archive.py restore_archived
-RUN_ORDERS = ("tasks", "sweeps")  # runner/plan.py wanted_runs
-BILM_KEYS = {"pretrain": {"out", "args"}, "finetune": {"tasks", "out", "args", "from"}}
-VECTORS_KEYS = {"out", "train", "dims", "args"}  # runner/stages/word_vectors.py
-OF_RECORD_KEYS = {"from", "to"}  # runner/stages/bilm_stages.py restore_of_record
-DEVICES = ("cpu", "cuda")
-_JSON_TYPES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "true or false"}
 
 # Sweep kinds and the fields each may have besides SWEEP_COMMON. A new kind (e.g. a probe) is one more entry here
 # (and its builder in runner/analysis/tables.py); a kind with "columns" expands to runs, one per column, x value and
@@ -187,143 +119,13 @@ SWEEP_KINDS = {
 SPLITS = ("dev", "test")
 
 
-def _found(value) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {value!r}" if not isinstance(value, str) \
-        else repr(value)
-
-
-def _key_error(where: str, key: str, expected: str, found) -> SpecError:
-    return SpecError(f"{where}: key '{key}': expected {expected}, found {_found(found)}")
-
-
-def _unknown(where: str, key: str, known, what: str) -> SpecError:
-    leaf = re.split(r"[.\[\]']+", key.strip("]'"))[-1]  # 'tasks['nerr']' -> nerr, 'columns[0].knob' -> knob
-    close = difflib.get_close_matches(leaf, list(known), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return SpecError(f"{where}: key '{key}': not a {what}{hint}; expected one of {', '.join(sorted(known))}")
-
-
-def _check_keys(where: str, mapping: dict, known, what: str, prefix: str = "") -> None:
-    for key in mapping:
-        if key not in known:
-            raise _unknown(where, prefix + key, known, what)
-
-
-def _check_tasks(where: str, key: str, value) -> None:
-    if not isinstance(value, list) or not value:
-        raise _key_error(where, key, f"a non-empty list of tasks ({', '.join(TASKS)})", value)
-    for task in value:
-        if not isinstance(task, str):
-            raise _key_error(where, key, f"a list of task names ({', '.join(TASKS)})", value)
-        if task not in TASKS:
-            raise _unknown(where, f"{key}[{task!r}]", TASKS, "task")
-    twice = sorted({t for t in value if value.count(t) > 1})
-    if twice:  # each cell would average two copies of every seed (it once printed '51.50 ± 0.58' from runs of ± 0.71)
-        raise _key_error(where, key, "each task once", twice[0] if len(twice) == 1 else twice)
-
-
-def _check_knob_settings(where: str, key: str, settings, per_task: bool) -> None:
-    """Knob name -> value (``per_task``: or a dict task -> value). Values are checked with every knob merged, in
-    run_knobs; here the names, the shapes and SEED, which the runner sets per run from the sweep's 'seeds'."""
-    if not isinstance(settings, dict):
-        raise _key_error(where, key, "an object of knob settings", settings)
-    for name, value in settings.items():
-        if name not in KNOBS:
-            raise _unknown(where, f"{key}.{name}", KNOBS, "knob of tasks/knobs.py")
-        if name == "SEED":
-            raise SpecError(f"{where}: key '{key}.SEED': the runner sets SEED per run (1..n, from the sweep's "
-                            f"'seeds'), found {value!r}; remove it (a fixed seed would be replaced, or count one run "
-                            f"as several seeds)")
-        values = value.items() if per_task and isinstance(value, dict) else [(None, value)]
-        for task, v in values:
-            if task is not None and task not in TASKS:
-                raise _unknown(where, f"{key}.{name}.{task}", TASKS, "task")
-            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-                raise _key_error(where, f"{key}.{name}" + (f".{task}" if task else ""),
-                                 "a string" + (" or an object task -> string" if per_task else ""), v)
-            _check_no_spaces(where, f"{key}.{name}" + (f".{task}" if task else ""), v)
-
-
-def _check_no_spaces(where: str, key: str, value) -> None:
-    """A knob value is its run's identity: " 1" passes NUM_EPOCHS' rule as 1 epoch but makes another run id than "1"
-    (the same training twice, never matched with the archive)."""
-    if isinstance(value, str) and value != value.strip():
-        raise _key_error(where, key, "a value without spaces around it (a knob value is part of its run's id)", value)
-
-
-def check_profile(profile, path) -> None:
-    where = f"profile '{path}'"
-    if not isinstance(profile, dict):
-        raise SpecError(f"{where}: expected a JSON object, found {_found(profile)}")
-    _check_keys(where, profile, PROFILE_KEYS, "profile key")
-    if "sweeps" not in profile:
-        raise SpecError(f"{where}: missing key 'sweeps' (a list of: {', '.join(SWEEP_NAMES)})")
-    for key, kind in PROFILE_KEYS.items():
-        if key in profile and (not isinstance(profile[key], kind) or (kind is int and isinstance(profile[key], bool))):
-            raise _key_error(where, key, _JSON_TYPES[kind], profile[key])
-    if not profile["sweeps"]:
-        raise _key_error(where, "sweeps", f"a non-empty list of: {', '.join(SWEEP_NAMES)}", profile["sweeps"])
-    for name in profile["sweeps"]:
-        if name not in SWEEP_NAMES:
-            raise _unknown(where, f"sweeps[{name!r}]", SWEEP_NAMES, "sweep (runner/sweeps/*.json)")
-    if "tasks" in profile:
-        _check_tasks(where, "tasks", profile["tasks"])
-    _check_knob_settings(where, "knobs", profile.get("knobs", {}), per_task=False)
-    for task, knobs in profile.get("task_knobs", {}).items():
-        if task not in TASKS:
-            raise _unknown(where, f"task_knobs.{task}", TASKS, "task")
-        _check_knob_settings(where, f"task_knobs.{task}", knobs, per_task=False)
-    for key, hint in profile.get("requires", {}).items():
-        knob = key.split(".", 1)[-1]
-        if knob not in KNOBS or ("." in key and key.split(".", 1)[0] not in TASKS) or not isinstance(hint, str):
-            raise _key_error(where, f"requires.{key}", "'KNOB' or 'task.KNOB' -> a hint string", hint)
-    if profile.get("jobs", 1) < 1:
-        raise _key_error(where, "jobs", "an integer >= 1", profile["jobs"])
-    if profile.get("run_order", "tasks") not in RUN_ORDERS:
-        raise _key_error(where, "run_order", " or ".join(RUN_ORDERS), profile["run_order"])
-    if "replicates" in profile and not (REPO / "results" / profile["replicates"] / "claims.json").is_file():
-        raise _key_error(where, "replicates", "the name of a profile whose results/<name>/claims.json exists (the "
-                         "exploratory verdicts this profile's are shown beside: runner/analysis/replication.py)",
-                         profile["replicates"])
-    if profile.get("device", "cpu") not in DEVICES:
-        raise _key_error(where, "device", " or ".join(DEVICES), profile["device"])
-    for stage, spec in profile.get("bilm", {}).items():
-        if stage not in BILM_KEYS:
-            raise _unknown(where, f"bilm.{stage}", BILM_KEYS, "biLM stage")
-        if not isinstance(spec, dict):
-            raise _key_error(where, f"bilm.{stage}", "an object", spec)
-        _check_keys(where, spec, BILM_KEYS[stage], f"key of bilm.{stage}", prefix=f"bilm.{stage}.")
-    if "vectors" in profile:
-        _check_keys(where, profile["vectors"], VECTORS_KEYS, "key of vectors", prefix="vectors.")
-        for key, kind in (("out", str), ("train", list), ("dims", list), ("args", list)):
-            if key in profile["vectors"] and not isinstance(profile["vectors"][key], kind):
-                raise _key_error(where, f"vectors.{key}", _JSON_TYPES[kind], profile["vectors"][key])
-        for key in ("out", "train"):
-            if key not in profile["vectors"]:
-                raise _key_error(where, f"vectors.{key}", "present (runner/stages/word_vectors.py)", "nothing")
-    if "bilm_of_record" in profile:
-        _check_keys(where, profile["bilm_of_record"], OF_RECORD_KEYS, "key of bilm_of_record", "bilm_of_record.")
-        for key, value in sorted({k: profile["bilm_of_record"].get(k) for k in OF_RECORD_KEYS}.items()):
-            if not isinstance(value, str):
-                raise _key_error(where, f"bilm_of_record.{key}", "a path (a string)", value)
-    for results in profile.get("reuse_runs_from", []):  # (archived with this profile's results: archive_runs)
-        if not isinstance(results, str) or not (REPO / results / "runs").is_dir() or not profile.get("archive_runs"):
-            raise _key_error(where, "reuse_runs_from", "results directories with archived runs (e.g. results/small)"
-                             ", with \"archive_runs\": true", results)
-    for name, override in profile.get("sweep_overrides", {}).items():
-        if name not in profile["sweeps"]:
-            raise _unknown(where, f"sweep_overrides.{name}", profile["sweeps"], "sweep of this profile's 'sweeps'")
-        if not isinstance(override, dict):
-            raise _key_error(where, f"sweep_overrides.{name}", "an object of sweep fields", override)
-
-
-def check_only(profile: dict, only: Optional[List[str]]) -> None:
+def check_only(profile: Profile, only: Optional[List[str]]) -> None:
     for name in only or []:
-        if name not in profile["sweeps"]:
-            close = difflib.get_close_matches(name, profile["sweeps"], n=1)
-            raise SpecError(f"--only: '{name}' is not a sweep of profile '{profile.get('name', '')}'"
+        if name not in profile.sweeps:
+            close = difflib.get_close_matches(name, profile.sweeps, n=1)
+            raise SpecError(f"--only: '{name}' is not a sweep of profile '{profile.name}'"
                             f"{f' (did you mean {close[0]!r}?)' if close else ''}; expected some of "
-                            f"{', '.join(profile['sweeps'])}")
+                            f"{', '.join(profile.sweeps)}")
 
 
 def check_sweep(sweep: dict, where: str) -> None:
@@ -332,73 +134,73 @@ def check_sweep(sweep: dict, where: str) -> None:
             raise SpecError(f"{where}: missing key '{key}'")
     kind = sweep["kind"]
     if kind not in SWEEP_KINDS:
-        raise _key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
+        raise key_error(where, "kind", f"one of {', '.join(SWEEP_KINDS)}", kind)
     required = "args" if kind in PROBE_KINDS else "tasks"  # probes read no task data (runner/execution/probes.py)
     if required not in sweep:
         raise SpecError(f"{where}: missing key '{required}'")
-    _check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
+    check_keys(where, sweep, SWEEP_COMMON | SWEEP_KINDS[kind], f"field of a '{kind}' sweep")
     if "tasks" in sweep:
-        _check_tasks(where, "tasks", sweep["tasks"])
+        check_tasks(where, "tasks", sweep["tasks"])
     if "split" in SWEEP_KINDS[kind] and sweep.get("split") not in SPLITS:
-        raise _key_error(where, "split", " or ".join(SPLITS), sweep.get("split"))
+        raise key_error(where, "split", " or ".join(SPLITS), sweep.get("split"))
     if "columns" in SWEEP_KINDS[kind]:
         columns = sweep.get("columns")
         if not isinstance(columns, list) or not columns:
-            raise _key_error(where, "columns", "a non-empty list of {\"label\": ..., \"knobs\": {...}}", columns)
+            raise key_error(where, "columns", "a non-empty list of {\"label\": ..., \"knobs\": {...}}", columns)
         labels = set()
         for i, column in enumerate(columns):
             if not isinstance(column, dict) or not isinstance(column.get("label"), str):
-                raise _key_error(where, f"columns[{i}]", "an object with a string 'label'", column)
-            _check_keys(where, column, ("label", "knobs"), "column key", prefix=f"columns[{i}].")
+                raise key_error(where, f"columns[{i}]", "an object with a string 'label'", column)
+            check_keys(where, column, ("label", "knobs"), "column key", prefix=f"columns[{i}].")
             if column["label"] in labels:  # one run would be counted as two seeds of one cell
-                raise _key_error(where, f"columns[{i}].label", "labels that differ between columns",
+                raise key_error(where, f"columns[{i}].label", "labels that differ between columns",
                                  column["label"])
             labels.add(column["label"])
-            _check_knob_settings(where, f"columns[{i}].knobs", column.get("knobs", {}), per_task=True)
+            check_knob_settings(where, f"columns[{i}].knobs", column.get("knobs", {}), per_task=True)
         if "reference" in sweep and sweep["reference"] not in labels:  # the column the others are differenced from
-            raise _key_error(where, "reference", "the label of one of its columns (" + ", ".join(
+            raise key_error(where, "reference", "the label of one of its columns (" + ", ".join(
                 repr(c["label"]) for c in columns) + ")", sweep["reference"])
     seeds = sweep.get("seeds", {})
     if not isinstance(seeds, dict):
-        raise _key_error(where, "seeds", "an object task|'default' -> number of seeds", seeds)
+        raise key_error(where, "seeds", "an object task|'default' -> number of seeds", seeds)
     for task, n in seeds.items():
         if task != "default" and task not in TASKS:
-            raise _unknown(where, f"seeds.{task}", ["default", *TASKS], "task")
+            raise unknown_key(where, f"seeds.{task}", ["default", *TASKS], "task")
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise _key_error(where, f"seeds.{task}", "an integer >= 1", n)
+            raise key_error(where, f"seeds.{task}", "an integer >= 1", n)
     first = sweep.get("first_seed", 1)
     if not isinstance(first, int) or isinstance(first, bool) or first < 1:
-        raise _key_error(where, "first_seed", "an integer >= 1 (the seeds are first_seed .. first_seed + n - 1)", first)
+        raise key_error(where, "first_seed", "an integer >= 1 (the seeds are first_seed .. first_seed + n - 1)", first)
     # runner/analysis/claims.py: shown, not in the verdict
     for task, entry in (sweep.get("seeds_added_later") or {}).items():
         wanted = sweep_seeds(sweep, task)
         if task not in TASKS:
-            raise _unknown(where, f"seeds_added_later.{task}", TASKS, "task")
+            raise unknown_key(where, f"seeds_added_later.{task}", TASKS, "task")
         if not isinstance(entry, dict) or not isinstance(entry.get("seeds"), list) or not entry["seeds"] or any(
                 not isinstance(s, int) or isinstance(s, bool) or s not in wanted for s in entry["seeds"]):
-            raise _key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds "
+            raise key_error(where, f"seeds_added_later.{task}", f"{{\"seeds\": [some of this sweep's seeds "
                              f"{wanted[0]}..{wanted[-1]}], \"commit\": the commit that added them, \"why\": ...}}",
                              entry)
     if "x" in SWEEP_KINDS[kind]:
         x = sweep.get("x")
         if not isinstance(x, dict) or x.get("knob") not in KNOBS or x.get("knob") == "SEED":
-            raise _key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
-        _check_keys(where, x, ("knob", "values", "full_percent", "xlabel", "knobs", "tasks"), "key of x", prefix="x.")
+            raise key_error(where, "x", "{\"knob\": a knob other than SEED, \"values\": a non-empty list}", x)
+        check_keys(where, x, ("knob", "values", "full_percent", "xlabel", "knobs", "tasks"), "key of x", prefix="x.")
         per_task = x.get("tasks", {})  # e.g. Figure 1's SRL points: other fractions of its file than SNLI's
         if not isinstance(per_task, dict):
-            raise _key_error(where, "x.tasks", "an object task -> {values, full_percent, xlabel, knobs}", per_task)
+            raise key_error(where, "x.tasks", "an object task -> {values, full_percent, xlabel, knobs}", per_task)
         for task, axis in per_task.items():
             if task not in TASKS:
-                raise _unknown(where, f"x.tasks.{task}", TASKS, "task")
+                raise unknown_key(where, f"x.tasks.{task}", TASKS, "task")
             if not isinstance(axis, dict):
-                raise _key_error(where, f"x.tasks.{task}", "an object with values, full_percent, xlabel, knobs", axis)
-            _check_keys(where, axis, ("values", "full_percent", "xlabel", "knobs"), f"key of x.tasks.{task}",
+                raise key_error(where, f"x.tasks.{task}", "an object with values, full_percent, xlabel, knobs", axis)
+            check_keys(where, axis, ("values", "full_percent", "xlabel", "knobs"), f"key of x.tasks.{task}",
                         prefix=f"x.tasks.{task}.")
         for task in sweep.get("tasks", []):
             _check_x_axis(where, x_axis(sweep, task), sweep["columns"], f"x.tasks.{task}" if task in per_task else "x")
     for name in sweep.get("from", []) if "from" in SWEEP_KINDS[kind] else []:
         if name not in SWEEP_NAMES:
-            raise _unknown(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")
+            raise unknown_key(where, f"from[{name!r}]", SWEEP_NAMES, "sweep")
 
 
 def x_axis(sweep: dict, task: str) -> dict:
@@ -412,42 +214,42 @@ def x_axis(sweep: dict, task: str) -> dict:
 def _check_x_axis(where: str, x: dict, columns: list, px: str) -> None:
     """One task's x axis (``px``: where its keys were written, 'x' or 'x.tasks.<task>')."""
     if not isinstance(x.get("values"), list) or not x["values"]:
-        raise _key_error(where, f"{px}.values", "a non-empty list", x.get("values"))
+        raise key_error(where, f"{px}.values", "a non-empty list", x.get("values"))
     # knobs: more knobs for the runs at some x values, e.g. {"0.055883": {"BATCHES_PER_EPOCH": "172"}}
     point_knobs = x.get("knobs", {})
     if not isinstance(point_knobs, dict):
-        raise _key_error(where, f"{px}.knobs", "an object x value -> {knob: value}", point_knobs)
+        raise key_error(where, f"{px}.knobs", "an object x value -> {knob: value}", point_knobs)
     values = [str(v) for v in x["values"]]
     for i, value in enumerate(values):
-        _check_no_spaces(where, f"{px}.values[{i}]", x["values"][i])
+        check_no_spaces(where, f"{px}.values[{i}]", x["values"][i])
         if value in values[:i] or any(_same_number(value, v) for v in values[:i]):
             # one run would count as two seeds of one point (± 0.00) and the row would outgrow its header
-            raise _key_error(where, f"{px}.values[{i}]", "values that differ", x["values"][i])
+            raise key_error(where, f"{px}.values[{i}]", "values that differ", x["values"][i])
     for i, column in enumerate(columns):
         if x["knob"] in column.get("knobs", {}):  # the x value would replace it without a word
-            raise _key_error(where, f"columns[{i}].knobs.{x['knob']}", f"no {x['knob']} in a column (the x axis "
+            raise key_error(where, f"columns[{i}].knobs.{x['knob']}", f"no {x['knob']} in a column (the x axis "
                              f"sets it at each point)", column["knobs"][x["knob"]])
     for value, knobs in point_knobs.items():
         if value not in values:
-            raise _key_error(where, f"{px}.knobs.{value}", f"one of {px}.values ({', '.join(map(str, x['values']))})",
+            raise key_error(where, f"{px}.knobs.{value}", f"one of {px}.values ({', '.join(map(str, x['values']))})",
                              value)
         if not isinstance(knobs, dict) or x["knob"] in knobs:
-            raise _key_error(where, f"{px}.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
-        _check_knob_settings(where, f"{px}.knobs.{value}", knobs, per_task=True)
+            raise key_error(where, f"{px}.knobs.{value}", f"an object of knobs other than {x['knob']}", knobs)
+        check_knob_settings(where, f"{px}.knobs.{value}", knobs, per_task=True)
         for column in columns:
             both = sorted(set(knobs) & set(column.get("knobs", {})))
             if both:  # the point's value would win, and e.g. the baseline cell be filled by an ELMo run
-                raise _key_error(where, f"{px}.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
+                raise key_error(where, f"{px}.knobs.{value}.{both[0]}", f"knobs that no column sets (column "
                                  f"'{column['label']}' sets {both[0]})", knobs[both[0]])
     # full_percent: what % of the axis's 100 % the whole training file is (SNLI small: 9,842 of the real
     # 550,152 pairs = 1.789), so that a TRAIN_FRACTION point is drawn at fraction x full_percent (Figure 1)
     full = x.get("full_percent", 100)
     if isinstance(full, bool) or not isinstance(full, (int, float)) or not 0 < full <= 100:
-        raise _key_error(where, f"{px}.full_percent", "a number in (0, 100]", full)
+        raise key_error(where, f"{px}.full_percent", "a number in (0, 100]", full)
     if x.get("knob") != "TRAIN_FRACTION" and ("full_percent" in x or "xlabel" in x):
-        raise _key_error(where, "x.knob", "TRAIN_FRACTION with full_percent or xlabel", x.get("knob"))
+        raise key_error(where, "x.knob", "TRAIN_FRACTION with full_percent or xlabel", x.get("knob"))
     if not isinstance(x.get("xlabel", ""), str):
-        raise _key_error(where, f"{px}.xlabel", "a string", x["xlabel"])
+        raise key_error(where, f"{px}.xlabel", "a string", x["xlabel"])
 
 
 def _same_number(a: str, b: str) -> bool:
@@ -458,10 +260,9 @@ def _same_number(a: str, b: str) -> bool:
         return False
 
 
-def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
+def run_knobs(profile: Profile, task: str, settings: Dict[str, str], where: str) -> Dict[str, str]:
     knobs, origin = dict(KNOBS), {}
-    layers = [("key 'knobs'", profile.get("knobs", {})), (f"key 'task_knobs.{task}'",
-                                                         profile.get("task_knobs", {}).get(task, {}))]
+    layers = [("key 'knobs'", profile.knobs), (f"key 'task_knobs.{task}'", profile.task_knobs.get(task, {}))]
     for source, layer in layers + [(where, settings)]:
         for name, value in layer.items():
             if isinstance(value, dict):  # per-task value
@@ -475,7 +276,7 @@ def run_knobs(profile: dict, task: str, settings: Dict[str, str], where: str) ->
     knobs = {k: expand(str(v)) for k, v in knobs.items()}
     for problem in knob_problems(knobs):  # the value each run would train with, checked before any run starts
         name = problem.split()[1]
-        raise SpecError(f"profile '{profile.get('name', '')}', {origin.get(name, 'default')}, task {task}: {problem}")
+        raise SpecError(f"profile '{profile.name}', {origin.get(name, 'default')}, task {task}: {problem}")
     return knobs
 
 
@@ -497,10 +298,10 @@ def sweep_seeds(sweep: dict, task: str) -> List[int]:
     return list(range(first, first + int(seeds.get(task, seeds.get("default", 1)))))
 
 
-def expand_cells(profile: dict, sweeps: List[dict]) -> List[Cell]:
+def expand_cells(profile: Profile, sweeps: List[dict]) -> List[Cell]:
     """Every (sweep, task, column, x, seed) cell with the run that fills it."""
     cells = []
-    tasks_allowed = profile.get("tasks")
+    tasks_allowed = profile.tasks
     for sweep in sweeps:
         if "columns" not in SWEEP_KINDS.get(sweep["kind"], ()):
             continue
@@ -567,21 +368,20 @@ def patience_twin(run: Run, archived: List[dict]) -> Optional[dict]:
     return None
 
 
-def bilm_outputs(profile: dict) -> List[Path]:
+def bilm_outputs(profile: Profile) -> List[Path]:
     """The directories the profile's own stages write: its biLM (runner/stages/bilm_stages.py) and word vectors
     (runner/stages/word_vectors.py)."""
-    spec = profile.get("bilm") or {}
-    outs = [spec["pretrain"]["out"]] if "pretrain" in spec else []
-    outs += [profile["vectors"]["out"]] if profile.get("vectors") else []
-    fine = spec.get("finetune") or {}
+    outs = [profile.pretrain["out"]] if profile.pretrain else []
+    outs += [profile.vectors["out"]] if profile.vectors else []
+    fine = profile.finetune
     outs += [fine["out"].format(task=t) for t in fine.get("tasks", [])]
     return [repo_path(o) for o in outs]
 
 
-def missing_inputs(profile: dict, runs: List[Run], exclude: List[Path] = ()) -> List[str]:
-    """Data and weight files the runs name that do not exist, each with where to get it (profile 'requires');
-    files under ``exclude`` (what the runner itself will write first) are not reported."""
-    hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
+def missing_inputs(hints: Dict[str, str], runs: List[Run], exclude: List[Path] = ()) -> List[str]:
+    """Data and weight files the runs name that do not exist, each with where to get it (``hints``: the profile's
+    'requires', "KNOB" or "task.KNOB" -> where to get it); files under ``exclude`` (what the runner itself will write
+    first) are not reported."""
     missing = {}
     for run in runs:
         for name in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH", "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):

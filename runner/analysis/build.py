@@ -40,7 +40,7 @@ def build_tables(plan, settings: Settings, started: float) -> int:
                              *(settings.argv or sys.argv[1:])]),
         "profile": str(plan.profile_path.relative_to(REPO) if plan.profile_path.is_relative_to(REPO)
                        else plan.profile_path),
-        "description": profile.get("description", ""),
+        "description": profile.description,
         "data": {r.task: {k: r.knob_dict[k] or f"bundled sample (tasks/{r.task}/sample_data)"
                           for k in ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")} for r in runs} |
                 {p.sweep: {flag: " ".join(v) for flag, v in p.args if flag not in ("options", "weights")}
@@ -68,17 +68,17 @@ def build_tables(plan, settings: Settings, started: float) -> int:
     try:
         with staged(results_dir, obsolete=["runs_made.tsv"] if provenance["runs_made"] == [] else []) as out:
             report = None
-            if profile.get("bilm"):
-                report = bilm_report(profile, results_dir / "bilm" if profile.get("archive_runs") else None)
+            if profile.bilm:
+                report = bilm_report(profile.bilm, results_dir / "bilm" if profile.archive_runs else None)
                 write_atomic(out / "bilm.md", bilm_markdown(report, lines))
-            if profile.get("vectors"):
-                write_vectors_report(profile, results_dir, lines, out)
+            if profile.vectors:
+                write_vectors_report(profile.vectors, profile.archive_runs, results_dir, lines, out)
             build_results(plan.sweeps, result_cells, paper, out, provenance, {"bilm": report} if report else None)
-            if profile.get("archive_runs") and runs:  # a profile made over many sessions says what its runs cost
-                write_atomic(out / "cost.md", cost_markdown(list(results.values()), int(profile.get("jobs", 1)),
-                                                            lines, profile.get("tasks")))
-            if profile.get("replicates"):  # a confirmatory profile: its verdicts beside the exploratory profile's
-                write_replication(out, profile["replicates"], REPO, lines)
+            if profile.archive_runs and runs:  # a profile made over many sessions says what its runs cost
+                write_atomic(out / "cost.md", cost_markdown(list(results.values()), profile.jobs, lines,
+                                                            profile.tasks))
+            if profile.replicates:  # a confirmatory profile: its verdicts beside the exploratory profile's
+                write_replication(out, profile.replicates, REPO, lines)
             write_report(out, plan.profile_path.stem)
     except (SpecError, ReportError, BuildError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -37,7 +37,7 @@ from typing import Dict, List, Optional
 
 from runner.data.convert import DATASETS, UNCHANGED, Dataset
 from runner.paths import REPO, data_dir
-from runner.spec import SpecError, load_profile
+from runner.profile import SpecError, load_profile
 
 MANIFEST = Path(__file__).with_name("manifest.tsv")
 GITHUB_RAW = "https://raw.githubusercontent.com"

@@ -23,11 +23,11 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     check_finished). Of the profile's own biLM only the stages' records are kept, in RESULTS/bilm/
     (runner/stages/bilm_stages.py archive_bilm). Returns the function that archives one finished run directory, or
     None."""
-    if not profile.get("archive_runs"):
+    if not profile.archive_runs:
         return None
     archive_dir = results_dir / "runs"
     # another profile's archive, for runs of the same id (the same knobs: the same training) not archived here yet
-    others = [repo_path(d) / "runs" for d in profile.get("reuse_runs_from", [])]
+    others = [repo_path(d) / "runs" for d in profile.reuse_runs_from]
     restored, unreadable, reused = 0, [], 0
     for run in runs:
         target = run_dir[run] / "result.json"
@@ -44,7 +44,7 @@ def restore_archived(profile, runs, run_dir, results_dir: Path):
     if restored:
         print(f"restored {restored} finished runs from {archive_dir}" if not reused else
               f"restored {restored} finished runs, {reused} of them from another profile's archive "
-              f"({', '.join(profile['reuse_runs_from'])}: the same run ids, so the same knobs; their input checksums "
+              f"({', '.join(profile.reuse_runs_from)}: the same run ids, so the same knobs; their input checksums "
               f"are checked as any run's) and {restored - reused} from {archive_dir}", flush=True)
     for copy, problem in unreadable:
         print(f"warning: archived result not restored: {problem}; its run counts as not finished and trains again "

@@ -7,11 +7,12 @@ from runner.execution.eta import Estimator, duration
 from runner.execution.slurm import SlurmOptions, run_slurm
 from runner.execution.training import run_local, run_ray
 from runner.metrics import metric_text
+from runner.profile import Profile
 from runner.records import load_result
 from runner.settings import Settings
 
 
-def job_for(run, directory, caches, profile, cells, settings: Settings) -> dict:
+def job_for(run, directory, caches, profile: Profile, cells, settings: Settings) -> dict:
     k = run.knob_dict
     sweeps = sorted({c.sweep for c in cells if c.run == run})
     tags = [run.task, f"elmo={k['ELMO']}", f"mix={k['ELMO_MIX']}", f"lambda={k['ELMO_LAMBDA']}",
@@ -19,11 +20,11 @@ def job_for(run, directory, caches, profile, cells, settings: Settings) -> dict:
     extra = {"ELMO_CACHE": caches.get(run.cache_key, "") if run.uses_elmo else "",
              "WANDB": "true" if settings.wandb else "false", "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"),
              "WANDB_PROJECT": settings.wandb_project,
-             "WANDB_RUN_GROUP": f"{profile['name']}/{sweeps[0]}", "WANDB_NAME": run.run_id,
+             "WANDB_RUN_GROUP": f"{profile.name}/{sweeps[0]}", "WANDB_NAME": run.run_id,
              "WANDB_TAGS": ",".join(tags), "WANDB_SILENT": "true"}
     if settings.executor in ("ray", "slurm") and settings.gpus_per_run > 0:
         extra["CUDA_DEVICE"] = "0"  # Ray or SLURM sets CUDA_VISIBLE_DEVICES to the run's GPU(s)
-    elif profile.get("device") == "cpu":  # --device cpu on a GPU profile: its CUDA_DEVICE knob (paper: 0) is not used
+    elif profile.device == "cpu":  # --device cpu on a GPU profile: its CUDA_DEVICE knob (paper: 0) is not used
         extra["CUDA_DEVICE"] = "-1"
     return {"task": run.task, "knobs": k, "run_dir": str(directory), "extra_env": extra, "label": run_label(run, cells)}
 

@@ -48,12 +48,12 @@ class ProbeRun:
         return command + (["--cache-dir", cache_dir] if cache_dir else [])
 
 
-def plan_probes(profile: dict, sweeps: List[dict]) -> List[ProbeRun]:
+def plan_probes(profile_knobs: Dict[str, str], sweeps: List[dict]) -> List[ProbeRun]:
     runs = []
     for sweep in sweeps:
         if sweep["kind"] not in PROBE_KINDS:
             continue
-        knobs = {**profile.get("knobs", {}), **sweep.get("knobs", {})}
+        knobs = {**profile_knobs, **sweep.get("knobs", {})}
         args = {"options": knobs.get("ELMO_OPTIONS", ""), "weights": knobs.get("ELMO_WEIGHTS", ""),
                 **sweep["args"]}
         values = {flag: tuple(expand(str(v)) for v in (value if isinstance(value, list) else [value]))

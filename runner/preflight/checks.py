@@ -28,8 +28,9 @@ from runner.paths import REPO, VARIABLE, data_hint, expand, repo_path
 from runner.preflight.encoders import encoder_problems, length_problems, transformer_layers
 from runner.preflight.gpu_estimate import gpu_plan
 from runner.preflight.task_setup import Problem, bilm_sources, first_line, gpu_index, sample_file
+from runner.profile import Profile, SpecError
 from runner.settings import Settings
-from runner.spec import SpecError, bilm_outputs
+from runner.spec import bilm_outputs
 from runner.stages.bilm_stages import pretraining_done, stage_options, stages_pending
 from runner.stages.caches import instance_texts, no_cache_reason, task_readers
 from runner.stages.schedule import check_bfloat16
@@ -39,9 +40,6 @@ from runner.task_configs import config_nodes, task_config
 DATA_KNOBS = ("TRAIN_PATH", "DEV_PATH", "TEST_PATH")
 
 
-def _raw_knob(profile: dict, task: str, name: str) -> str:
-    """The knob as the profile writes it (with its ${VARIABLE}), to tell the user which variable to change."""
-    return str(profile.get("task_knobs", {}).get(task, {}).get(name, profile.get("knobs", {}).get(name, "")))
 
 
 def _variables(raw: str) -> str:
@@ -51,9 +49,9 @@ def _variables(raw: str) -> str:
 
 # ---------------------------------------------------------------- files that are not there
 
-def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
+def missing_files(profile: Profile, runs, exclude: List[Path]) -> List[Problem]:
     """One problem per unset variable or missing path, naming it once with every task and knob that needs it."""
-    hints = profile.get("requires", {})  # "KNOB" or "task.KNOB" -> where to get it
+    hints = profile.requires  # "KNOB" or "task.KNOB" -> where to get it
     needs = defaultdict(dict)  # unset variables or missing path -> {"task KNOB": the knob's value}
     for run in runs:
         for name in (*DATA_KNOBS, "ELMO_OPTIONS", "ELMO_WEIGHTS", "GLOVE_PATH"):
@@ -68,7 +66,7 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
                 continue
             unset = [m.group(1) for m in VARIABLE.finditer(value)]
             needs[",".join(unset) or value][f"{run.task} {name}"] = value
-    fine = (profile.get("bilm") or {}).get("finetune") or {}
+    fine = profile.finetune
     # the official weights the biLM stages fine-tune (runner/stages/bilm_stages.py)
     if isinstance(fine.get("from"), dict):
         for part in ("options", "weights"):
@@ -98,20 +96,20 @@ def missing_files(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     return problems
 
 
-def stage_files(profile: dict) -> List[Problem]:
+def stage_files(profile: Profile) -> List[Problem]:
     """The training text of the profile's own stages still to run (biLM pretraining's --train and --heldout files,
     the word vectors' ``train`` patterns): a missing one would stop the runner only when its stage starts."""
     import glob
 
 
-    needed, pre, flag = [], (profile.get("bilm") or {}).get("pretrain"), None
+    needed, pre, flag = [], profile.pretrain, None
     if pre and not pretraining_done(repo_path(pre["out"]), pre["args"]):
         for arg in pre["args"]:
             flag = arg if arg.startswith("--") else flag
             if flag in ("--train", "--heldout") and not arg.startswith("--"):
                 needed.append((f"biLM pretraining's {flag} file", expand(arg)))
-    if vectors_pending(profile):
-        needed += [("word vectors' training text (vectors.train)", expand(p)) for p in profile["vectors"]["train"]]
+    if vectors_pending(profile.vectors):
+        needed += [("word vectors' training text (vectors.train)", expand(p)) for p in profile.vectors["train"]]
     hints = {value: data_hint(value) or "give an existing file" for _, value in needed}
     return [Problem(value, f"the {what}", "nothing there", hints[value][0].upper() + hints[value][1:])
             for what, value in needed
@@ -121,15 +119,15 @@ def stage_files(profile: dict) -> List[Problem]:
 # ---------------------------------------------------------------- the GPU
 
 
-def gpu_problems(profile: dict, runs) -> List[Problem]:
-    index = gpu_index(profile, runs)
+def gpu_problems(profile: Profile, runs) -> List[Problem]:
+    index = gpu_index(profile.device, runs)
     if index is None:
         return []
     reason = devices.cuda_problem(index)
     if reason is None:
         return []
-    return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile['name']}' has "
-                                    f"\"device\": \"{profile.get('device', 'cpu')}\", CUDA_DEVICE {index})",
+    return [Problem(f"GPU {index}", f"a CUDA GPU that torch runs kernels on (profile '{profile.name}' has "
+                                    f"\"device\": \"{profile.device}\", CUDA_DEVICE {index})",
                     reason, "Run on a machine with such a GPU, or add --device cpu to check the inputs (and run) "
                             "here on the CPU")]
 
@@ -182,11 +180,11 @@ def glove_nonfinite(path: Path) -> Optional[str]:
     return None
 
 
-def _stage_vectors(profile: dict, path: Path) -> Optional[Tuple[Optional[int], str]]:
+def _stage_vectors(profile: Profile, path: Path) -> Optional[Tuple[Optional[int], str]]:
     """(dimension, what) of a GloVe path that the profile's word-vectors stage will write
     (runner/stages/word_vectors.py), read from the stage's dims; (None, what) for a file there that the stage does not
     make; None for any other path."""
-    spec = profile.get("vectors")
+    spec = profile.vectors
     if not spec or path.parent != repo_path(spec["out"]):
         return None
 
@@ -197,7 +195,7 @@ def _stage_vectors(profile: dict, path: Path) -> Optional[Tuple[Optional[int], s
     return None, f"a file the word-vectors stage does not make (it makes {', '.join(made)})"
 
 
-def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
+def glove_problems(profile: Profile, task: str, config: dict) -> List[Problem]:
     problems = []
     for where, node in config_nodes(config["model"], "model"):
         if not node.get("pretrained_file"):
@@ -217,8 +215,8 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
                 problems.append(Problem(str(path), "finite numbers (a NaN or infinite vector makes the run's loss "
                                         "NaN)", nonfinite, "Use another GloVe file, or make the vectors again"))
         if found != expected:
-            raw = _raw_knob(profile, task, "GLOVE_PATH")
-            hints = profile.get("requires", {})
+            raw = profile.raw_knob(task, "GLOVE_PATH")
+            hints = profile.requires
             hint = hints.get(f"{task}.GLOVE_PATH", hints.get("GLOVE_PATH", ""))  # the file the profile names
             fix = (hint[0].upper() + hint[1:] if hint else f"Set {_variables(raw)} to a {expected}-d GloVe text "
                    f"file (tasks/{task}/README.md says which)")
@@ -227,7 +225,7 @@ def glove_problems(profile: dict, task: str, config: dict) -> List[Problem]:
     return problems
 
 
-def stage_corpus_problems(profile: dict) -> List[Problem]:
+def stage_corpus_problems(profile: Profile) -> List[Problem]:
     """The text the profile's own stages train on (the word vectors' --train; the biLM pretraining's --train and
     --heldout): each file there, UTF-8, with some text (elmo_module.pretraining.corpus.text_problem reads it whole,
     fast). The stage would otherwise fail on it after the runs were planned (the vectors with a traceback)."""
@@ -236,9 +234,9 @@ def stage_corpus_problems(profile: dict) -> List[Problem]:
     from elmo_module.pretraining.corpus import text_problem  # (torch/allennlp behind it: loaded when this runs)
 
     stages = []
-    if profile.get("vectors"):
-        stages.append(("word vectors", [("--train", profile["vectors"].get("train", []))]))
-    pre = (profile.get("bilm") or {}).get("pretrain")
+    if profile.vectors:
+        stages.append(("word vectors", [("--train", profile.vectors.get("train", []))]))
+    pre = profile.pretrain
     if pre:
         options = stage_options(pre.get("args", []))
         stages.append(("biLM pretraining", [(n, options.get(n, [])) for n in ("--train", "--heldout")]))
@@ -259,8 +257,8 @@ def stage_corpus_problems(profile: dict) -> List[Problem]:
     return problems
 
 
-def config_size(profile: dict, task: str) -> str:
-    return _raw_knob(profile, task, "SIZE") or "paper"
+def config_size(profile: Profile, task: str) -> str:
+    return profile.raw_knob(task, "SIZE") or "paper"
 
 
 # ---------------------------------------------------------------- data files through the task's reader
@@ -349,13 +347,13 @@ def data_problems(task: str, knobs: Dict[str, str], scratch: Path) -> Tuple[List
 # ---------------------------------------------------------------- biLM weights
 
 
-def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
+def bilm_options_for(profile: Profile, options_path: str, exclude: List[Path]):
     """The BiLmOptions behind an ELMO_OPTIONS value; for a biLM the profile will write, the options it starts from."""
 
     path = repo_path(options_path)
     if any(path.is_relative_to(d) for d in exclude):
-        pre = (profile.get("bilm") or {}).get("pretrain", {}).get("args", [])
-        sources = [o for o, _ in bilm_sources(profile)] or \
+        pre = (profile.pretrain or {}).get("args", [])
+        sources = [o for o, _ in bilm_sources(profile.finetune)] or \
                   ([pre[pre.index("--options") + 1]] if "--options" in pre else [])
         if not sources:
             return None
@@ -366,7 +364,7 @@ def bilm_options_for(profile: dict, options_path: str, exclude: List[Path]):
         return None
 
 
-def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
+def weights_problems(profile: Profile, runs, exclude: List[Path]) -> List[Problem]:
     from elmo_module.weights import (  # (torch/allennlp behind it: loaded when this runs)
         layout_mismatches,
         mismatch_text,
@@ -374,7 +372,7 @@ def weights_problems(profile: dict, runs, exclude: List[Path]) -> List[Problem]:
     )
 
     pairs = {(r.knob_dict["ELMO_OPTIONS"], r.knob_dict["ELMO_WEIGHTS"]) for r in runs if r.reads_bilm}
-    pairs |= set(bilm_sources(profile))
+    pairs |= set(bilm_sources(profile.finetune))
     problems = []
     for options_path, weights_path in sorted(pairs):
         options_path = options_path or "elmo_module/bundled/tiny_options.json"
@@ -422,7 +420,7 @@ def _directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _stored_layers(profile: dict, knobs: Dict[str, str], exclude: List[Path]) -> Optional[Tuple[int, int, int]]:
+def _stored_layers(profile: Profile, knobs: Dict[str, str], exclude: List[Path]) -> Optional[Tuple[int, int, int]]:
     """(layers, their size, bytes the cache stores per token) of a run's encoder, or None where not known yet: a
     biLM's (half its token layer: elmo_module/activation_cache.py row_width) or a transformer's (encoders.py)."""
     encoder = knobs.get("ENCODER", "elmo")
@@ -463,7 +461,7 @@ def _gb(n: float) -> str:
 
 # ---------------------------------------------------------------- everything
 
-def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, measure: bool = False
+def preflight(profile: Profile, runs, cells, cache_dir: Path, use_cache: bool, measure: bool = False
               ) -> Tuple[List[Problem], List[str]]:
     """(problems, plan lines). ``measure``: time a few training batches per task on the GPU for the plan."""
     from allennlp.common.util import import_module_and_submodules
@@ -505,7 +503,7 @@ def preflight(profile: dict, runs, cells, cache_dir: Path, use_cache: bool, meas
 
 
 def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_cache: bool) -> List[str]:
-    lines = [f"plan of profile '{profile['name']}': {len(runs)} runs"]
+    lines = [f"plan of profile '{profile.name}': {len(runs)} runs"]
     per_task = defaultdict(lambda: defaultdict(set))
     for cell in cells:
         if cell.run in runs:
@@ -513,13 +511,13 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
     for task in sorted(per_task):
         sweeps = ", ".join(f"{s} {len(r)}" for s, r in sorted(per_task[task].items()))
         lines.append(f"  {task}: {sum(r.task == task for r in runs)} runs ({sweeps}; shared runs are trained once)")
-    spec = profile.get("bilm") or {}
+    spec = profile.bilm
     if spec:
         lines.append("biLM stages:")
         if "pretrain" in spec:
             lines.append(f"  pretrain -> {spec['pretrain']['out']}")
         fine = spec.get("finetune") or {}
-        start = bilm_sources(profile)
+        start = bilm_sources(fine)
         # prepare_bilm fine-tunes only for tasks with a run in the plan (runner/stages/bilm_stages.py); the others are
         # named as such
         planned = {r.task for r in runs}
@@ -549,14 +547,14 @@ def plan_lines(profile, runs, cells, samples, sizes, free, cache_dir: Path, use_
     return lines
 
 
-def run_preflight(profile: dict, runs, cells, settings: Settings) -> Optional[int]:
+def run_preflight(profile: Profile, runs, cells, settings: Settings) -> Optional[int]:
     """The runner's gate: prints the problems (exit status 2) or the plan; 0 after --check; None to go on."""
     import sys
 
     use_cache = settings.cache
     problems, plan = preflight(profile, runs, cells, settings.cache_dir, use_cache, measure=settings.check)
     if problems:
-        print(f"error: profile '{profile['name']}': {len(problems)} problem(s) with its inputs, nothing was run:",
+        print(f"error: profile '{profile.name}': {len(problems)} problem(s) with its inputs, nothing was run:",
               file=sys.stderr)
         for i, problem in enumerate(problems, start=1):
             print(f"  {i}. {problem}", file=sys.stderr)
@@ -567,12 +565,12 @@ def run_preflight(profile: dict, runs, cells, settings: Settings) -> Optional[in
     return 0 if settings.check else None
 
 
-def bfloat16_note(profile: dict, runs) -> List[str]:
+def bfloat16_note(profile: Profile, runs) -> List[str]:
     """--check: the refusal the runner would give for bfloat16 on this CPU (runner/stages/schedule.py check_bfloat16),
     as a note: which runs are finished is known only once the archive is restored, so every run of the plan counts
     here."""
 
-    device = profile.get("device", "cpu")
+    device = profile.device
     try:
         check_bfloat16(profile, runs, stages_pending(profile, {r.task: r.knob_dict for r in runs}), device)
     except SpecError as e:

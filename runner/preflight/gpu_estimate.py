@@ -6,16 +6,17 @@ from typing import Dict, List
 from elmo_module import device as devices  # through the module: tests fake its answers
 from runner.paths import repo_path
 from runner.preflight.task_setup import bilm_sources, first_line, gpu_index, sample_file
+from runner.profile import Profile
 from runner.spec import bilm_outputs
 from runner.task_configs import config_nodes, task_config
 
 TIMED_BATCHES = 5
 
 
-def gpu_plan(profile, runs, samples, scratch: Path, measure: bool) -> List[str]:
+def gpu_plan(profile: Profile, runs, samples, scratch: Path, measure: bool) -> List[str]:
     """The plan's GPU-hour lines: measured (``measure``, on a usable GPU), or why not."""
 
-    index = gpu_index(profile, runs)
+    index = gpu_index(profile.device, runs)
     if index is None:
         return ["GPU hours: not estimated (the runs are to run on the CPU); run --check on the GPU machine for an "
                 "estimate from a short timing there."]
@@ -82,7 +83,7 @@ def instances_per_epoch(config: dict, knobs: dict, instances: int) -> float:
     return instances * float(knobs["TRAIN_FRACTION"])
 
 
-def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: List[Path]) -> List[str]:
+def gpu_hours(profile: Profile, runs, samples, scratch: Path, index: int, exclude: List[Path]) -> List[str]:
     """Per task: the measured seconds per training instance of its baseline and ELMo configs, times the training
     instances of every run (TRAIN_FRACTION) and its maximum epochs (an upper bound: early stopping ends sooner,
     validation passes not counted)."""
@@ -100,7 +101,7 @@ def gpu_hours(profile: dict, runs, samples, scratch: Path, index: int, exclude: 
             if key not in per_instance:
                 timed = {**k, "CUDA_DEVICE": str(index)}
                 if run.uses_elmo and any(repo_path(k["ELMO_WEIGHTS"]).is_relative_to(d) for d in exclude):
-                    sources = bilm_sources(profile)  # not fine-tuned yet: the weights it starts from, same shapes
+                    sources = bilm_sources(profile.finetune)  # not fine-tuned yet: the weights it starts from
                     if sources:
                         timed["ELMO_OPTIONS"], timed["ELMO_WEIGHTS"] = sources[0]
                 try:

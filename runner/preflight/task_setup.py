@@ -64,21 +64,21 @@ def sample_file(path: Path, directory: Path) -> Tuple[Path, float]:
     return sample, size / len(head)
 
 
-def bilm_sources(profile: dict) -> List[Tuple[str, str]]:
-    """(options, weights) that the profile's biLM stages start from (finetune.from: official weights)."""
-    spec = profile.get("bilm") or {}
-    source = (spec.get("finetune") or {}).get("from")
+def bilm_sources(finetune: dict) -> List[Tuple[str, str]]:
+    """(options, weights) that the profile's biLM stages start from (``finetune``: its bilm.finetune, whose "from"
+    names the official weights)."""
+    source = finetune.get("from")
     if isinstance(source, dict):
         return [(expand(source["options"]), expand(source["weights"]))]
     return []
 
 
-def gpu_index(profile: dict, runs) -> Optional[int]:
-    """The GPU the runs ask for: the profile's "device": "cuda" or a CUDA_DEVICE knob >= 0; None for CPU, and for
-    "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
-    if profile.get("device") == "cpu":
+def gpu_index(device: str, runs) -> Optional[int]:
+    """The GPU the runs ask for: the profile's "device" (``device``) "cuda" or a CUDA_DEVICE knob >= 0; None for CPU,
+    and for "device": "cpu" whatever the knobs say (``--device cpu`` sets it: the runs then get CUDA_DEVICE=-1)."""
+    if device == "cpu":
         return None
     devices = sorted({int(r.knob_dict.get("CUDA_DEVICE") or -1) for r in runs} - {-1})
     if devices:
         return devices[0]
-    return 0 if profile.get("device") == "cuda" else None
+    return 0 if device == "cuda" else None

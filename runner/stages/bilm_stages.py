@@ -36,8 +36,8 @@ from typing import Dict, List, Optional
 from runner.execution.freshness import changed_sums, input_paths, sha256_of, stage_sums
 from runner.execution.training import LIVE, LIVE_LOCK, STOPPING, child_pythonpath, die_with_parent
 from runner.paths import REPO, canonical, expand, repo_path
+from runner.profile import Profile, SpecError
 from runner.records import keep_portable, repo_relative, write_atomic, write_json
-from runner.spec import SpecError
 from runner.stages.caches import read_task_sentences
 
 
@@ -255,13 +255,13 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     return files
 
 
-def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1, device: str = "cpu",
+def prepare_bilm(profile: Profile, task_knobs: Dict[str, Dict[str, str]], jobs: int = 1, device: str = "cpu",
                  gpus: List[str] = (), quiet: bool = False) -> None:
     """Run the profile's pretraining and fine-tuning stages that are not done yet (``jobs`` fine-tunings at a
     time, or one per GPU slot of ``gpus``). ``task_knobs``: the knobs of one run of each task (for its data files).
     ``device``: the stages' --device unless the profile's args name one. ``quiet``: progress to the logs only (the
     runner trains baseline runs beside the stages and prints their lines)."""
-    spec = profile.get("bilm")
+    spec = profile.bilm
     if not spec:
         return
     python = [sys.executable, "-m", "elmo_module"]
@@ -341,9 +341,9 @@ def prepare_bilm(profile: dict, task_knobs: Dict[str, Dict[str, str]], jobs: int
             future.result()
 
 
-def stages_pending(profile: dict, tasks) -> bool:
+def stages_pending(profile: Profile, tasks) -> bool:
     """True when prepare_bilm() would run a stage for runs of ``tasks``."""
-    spec = profile.get("bilm") or {}
+    spec = profile.bilm
     if "pretrain" in spec:
         out = repo_path(spec["pretrain"]["out"])
         if not pretraining_done(out, spec["pretrain"]["args"]) or _changed(
@@ -360,10 +360,11 @@ def stages_pending(profile: dict, tasks) -> bool:
     return False
 
 
-def check_stage_outputs(profile: dict) -> None:
+def check_stage_outputs(bilm: dict) -> None:
     """Every finished stage's options and weights against its record (_check_outputs), whether or not a stage is to
-    run: a weights file cut or replaced since is refused before any run reads it (--redo-stale included)."""
-    for kind, out in _stage_dirs(profile):
+    run: a weights file cut or replaced since is refused before any run reads it (--redo-stale included). ``bilm``:
+    the profile's stages ({} without any)."""
+    for kind, out in _stage_dirs(bilm):
         if (out / "perplexity.json").is_file():
             _check_outputs(out, "biLM pretraining" if kind == "pretrain" else f"biLM fine-tuning ({out.name})")
 
@@ -374,14 +375,14 @@ def _device(device: str, stage_args: List[str]) -> List[str]:
     return [] if "--device" in stage_args else ["--device", "cuda" if device == "cuda" else "cpu"]
 
 
-def _finetune_source(profile: dict, fine: dict, check: bool = True) -> List[str]:
+def _finetune_source(profile: Profile, fine: dict, check: bool = True) -> List[str]:
     """``--options X --weights Y`` of ``finetune.from`` (the biLM to fine-tune when there is no pretrain stage);
     ``check``: a missing or unset one is a one-line error (else given as it is: not checkable)."""
     given = fine.get("from")
     if not isinstance(given, dict) or set(given) != {"options", "weights"}:
-        raise SpecError(f"profile '{profile.get('name')}': bilm.finetune needs a pretrain stage or "
+        raise SpecError(f"profile '{profile.name}': bilm.finetune needs a pretrain stage or "
                         f"'from': {{\"options\": ..., \"weights\": ...}}, found 'from' = {given!r}")
-    hints = profile.get("requires", {})
+    hints = profile.requires
     source = []
     for key, knob in (("options", "ELMO_OPTIONS"), ("weights", "ELMO_WEIGHTS")):
         value = expand(str(given[key]))
@@ -400,10 +401,9 @@ def _stages(out: Path) -> List[dict]:
     return json.loads(path.read_text()) if path.is_file() else []
 
 
-def bilm_report(profile: dict, archive: Optional[Path] = None) -> Optional[dict]:
-    """What the profile's biLM stages produced (their perplexity.json and stages.json), for results/; a stage with
-    no output here is read from ``archive`` (archive_bilm), if given and kept there."""
-    spec = profile.get("bilm")
+def bilm_report(spec: dict, archive: Optional[Path] = None) -> Optional[dict]:
+    """What the profile's biLM stages (``spec``: its "bilm") produced (their perplexity.json and stages.json), for
+    results/; a stage with no output here is read from ``archive`` (archive_bilm), if given and kept there."""
     if not spec:
         return None
 
@@ -483,18 +483,16 @@ def _pretrain_lines(pre: dict) -> List[str]:
 _RECORDS = ("options.json", "perplexity.json", "stages.json")
 
 
-def _stage_dirs(profile: dict) -> List[tuple]:
-    spec = profile.get("bilm") or {}
+def _stage_dirs(spec: dict) -> List[tuple]:
     dirs = [("pretrain", repo_path(spec["pretrain"]["out"]))] if "pretrain" in spec else []
     fine = spec.get("finetune") or {}
     return dirs + [("finetune", repo_path(fine["out"].format(task=t))) for t in fine.get("tasks", [])]
 
 
-def check_stage_settings(profile: dict) -> None:
+def check_stage_settings(spec: dict) -> None:
     """Every biLM stage made here against the profile's args now, whether runs are left to do or not: a stage made
     with other settings is refused in one line (check_settings), never taken as the profile's (its finished runs
-    would keep a biLM the profile no longer describes)."""
-    spec = profile.get("bilm") or {}
+    would keep a biLM the profile no longer describes). ``spec``: the profile's "bilm" ({} without stages)."""
     if "pretrain" in spec:
         check_settings(repo_path(spec["pretrain"]["out"]), spec["pretrain"]["args"], "biLM pretraining")
     fine = spec.get("finetune") or {}
@@ -502,10 +500,10 @@ def check_stage_settings(profile: dict) -> None:
         check_settings(repo_path(fine["out"].format(task=task)), fine.get("args", []), f"biLM fine-tuning on {task}")
 
 
-def archive_bilm(profile: dict, archive: Path) -> None:
+def archive_bilm(profile: Profile, archive: Path) -> None:
     """Copy each finished stage's records into ARCHIVE/<dir name>/, portable (no absolute path of this checkout, as
     every record under results/; written with write-then-rename; unchanged records are not rewritten)."""
-    for _, out in _stage_dirs(profile):
+    for _, out in _stage_dirs(profile.bilm):
         if not (out / "perplexity.json").is_file():
             continue
         for name in _RECORDS:
@@ -513,7 +511,7 @@ def archive_bilm(profile: dict, archive: Path) -> None:
             if not source.is_file():
                 continue
             keep_portable(source, target)
-    keep_of_record(profile, archive)
+    keep_of_record(profile.bilm_of_record, archive)
 
 
 # The biLM of record: a profile's pretrained biLM kept in git beside its results ("bilm_of_record": {"from":
@@ -527,11 +525,11 @@ OF_RECORD_MAX_BYTES = 20_000_000
 _KEPT = (*OUTPUTS, "perplexity.json", "stages.json", SETTINGS)  # SETTINGS last: written once the others are
 
 
-def keep_of_record(profile: dict, archive: Path) -> None:
+def keep_of_record(kept: dict, archive: Path) -> None:
     """The finished pretraining whose output is the profile's biLM of record, copied into its record folder when
     that is in this profile's ``archive`` (RESULTS/bilm; another profile that reads the same record only restores
-    it): portable records, and the options and weights as they are, rewritten only when they differ."""
-    kept = profile.get("bilm_of_record")
+    it): portable records, and the options and weights as they are, rewritten only when they differ. ``kept``: the
+    profile's "bilm_of_record" ({} without one)."""
     if not kept:
         return
     out, record = repo_path(kept["to"]), repo_path(kept["from"])
@@ -554,10 +552,10 @@ def keep_of_record(profile: dict, archive: Path) -> None:
             keep_portable(out / name, record / name)
 
 
-def restore_of_record(profile: dict) -> None:
+def restore_of_record(kept: dict) -> None:
     """The profile's biLM of record copied into its stage's output when that holds no weights, after its files are
-    checked against the sha256 its record keeps (a mismatch: one line naming both); then said in one line."""
-    kept = profile.get("bilm_of_record")
+    checked against the sha256 its record keeps (a mismatch: one line naming both); then said in one line. ``kept``:
+    the profile's "bilm_of_record" ({} without one)."""
     if not kept:
         return
     record, out = repo_path(kept["from"]), repo_path(kept["to"])

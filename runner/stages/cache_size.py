@@ -10,7 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
-from runner.spec import load_profile, run_knobs
+from runner.profile import load_profile
+from runner.spec import run_knobs
 from runner.stages.caches import SPLIT_KEYS, ensure_cache, read_sentences, task_params
 
 
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     profile, _ = load_profile(args.profile)
     settings = {"ELMO_PRECISION": args.precision} if args.precision else {}
-    knobs = run_knobs(profile, args.task, settings, f"profile '{profile['name']}'")
+    knobs = run_knobs(profile, args.task, settings, f"profile '{profile.name}'")
     directory = ensure_cache(args.task, knobs, Path(args.cache_dir), args.dtype)
     params = task_params(args.task, knobs)
     sentences = read_sentences(params, [k for k in SPLIT_KEYS.values() if params.get(k)])

@@ -9,9 +9,10 @@ from runner.execution.freshness import unfinished_or_stale
 from runner.execution.jobs import execute, job_for
 from runner.execution.probes import missing_probe_inputs
 from runner.plan import wanted_probes
+from runner.profile import Profile, SpecError
 from runner.records import load_result, write_json
 from runner.settings import Settings
-from runner.spec import SpecError, bilm_outputs, missing_inputs
+from runner.spec import bilm_outputs, missing_inputs
 from runner.stages.bilm_stages import (
     archive_bilm,
     check_stage_outputs,
@@ -36,19 +37,19 @@ def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
     parallel = settings.jobs
     _check_inputs(profile, wanted, bilm_outputs(profile), wanted_probes(plan, settings.baselines_only))
 
-    vectors_pending(profile)  # a stage output that no longer matches its record stops here, runs to do or not
-    check_stage_outputs(profile)
-    check_stage_settings(profile)  # and a stage made with other settings than the profile's now
+    vectors_pending(profile.vectors)  # a stage output that no longer matches its record stops here, runs to do or not
+    check_stage_outputs(profile.bilm)
+    check_stage_settings(profile.bilm)  # and a stage made with other settings than the profile's now
     if not unrun:  # (with runs to do the vectors stage makes them again: the finished runs then turn stale)
-        check_vectors_settings(profile)
+        check_vectors_settings(profile.vectors)
     task_knobs = {r.task: r.knob_dict for r in reversed(wanted)}
     stages = not settings.baselines_only and any(r.reads_bilm for r in unrun)
     pending = stages and stages_pending(profile, task_knobs)
     check_bfloat16(profile, unrun, pending, stage_device)
     beside = pending and settings.executor == "local" and stage_device == "cpu" and parallel >= 2
-    vectors = bool(profile.get("vectors")) and bool(unrun)  # the baselines' word vectors, before any baseline
-    if vectors and not (beside and vectors_pending(profile)):
-        prepare_vectors(profile)
+    vectors = bool(profile.vectors) and bool(unrun)  # the baselines' word vectors, before any baseline
+    if vectors and not (beside and vectors_pending(profile.vectors)):
+        prepare_vectors(profile.vectors)
         vectors = False
     if beside:  # the vectors (if still to make) and then the baselines beside the biLM stages
         train_baselines_beside_stages(profile, task_knobs, [r for r in wanted if not r.uses_elmo], plan.runs,
@@ -56,12 +57,12 @@ def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
     elif stages:
         prepare_bilm(profile, task_knobs, parallel, stage_device, gpus)
     _check_inputs(profile, unrun)
-    if profile.get("archive_runs") and profile.get("bilm"):
+    if profile.archive_runs and profile.bilm:
         archive_bilm(profile, plan.results_dir / "bilm")
     return check_finished(plan.runs, run_dir, plan.runs_dir, redo_stale=settings.redo_stale)
 
 
-def check_bfloat16(profile: dict, unrun, stages: bool, stage_device: str) -> None:
+def check_bfloat16(profile: Profile, unrun, stages: bool, stage_device: str) -> None:
     """bfloat16 asked of a CPU without bfloat16 kernels (elmo_module/precision.py says what happens there), refused in
     one line before any stage or run starts: the biLM stages to run with --precision bfloat16 (``stages``: some are
     to run, on ``stage_device``), the runs to train on the CPU with ELMO_PRECISION or TASK_PRECISION bfloat16."""
@@ -72,29 +73,29 @@ def check_bfloat16(profile: dict, unrun, stages: bool, stage_device: str) -> Non
 
     asks = []
     if stages and stage_device == "cpu":
-        spec = profile.get("bilm") or {}
+        spec = profile.bilm
         asks += [f"the biLM's {kind} stage (--precision bfloat16)" for kind in ("pretrain", "finetune")
                  if stage_option(spec.get(kind, {}).get("args", []), "--precision") == "bfloat16"]
-    if profile.get("device", "cpu") == "cpu":
+    if profile.device == "cpu":
         for knob in ("ELMO_PRECISION", "TASK_PRECISION"):
             count = sum(r.knob_dict.get(knob) == "bfloat16" for r in unrun)
             asks += [f"{count} run(s) with {knob}=bfloat16"] if count else []
     problem = cpu_bfloat16_problem() if asks else None
     if problem:
-        raise SpecError(f"profile '{profile['name']}' asks for bfloat16 on the CPU ({', '.join(asks)}), but {problem}. "
+        raise SpecError(f"profile '{profile.name}' asks for bfloat16 on the CPU ({', '.join(asks)}), but {problem}. "
                         f"Run it on a CPU with AVX-512 or AMX or on a GPU (--device cuda), give --precision / "
                         f"--task-precision float32 where a knob asks (a stage's --precision is the profile's protocol: "
                         f"float32 there makes another biLM), or set {ALLOW_SLOW}=1 to run it anyway")
 
 
-def _check_inputs(profile, runs, exclude=(), probes=()):
-    missing = missing_inputs(profile, runs, exclude) + missing_probe_inputs(probes, profile.get("requires"))
+def _check_inputs(profile: Profile, runs, exclude=(), probes=()):
+    missing = missing_inputs(profile.requires, runs, exclude) + missing_probe_inputs(probes, profile.requires)
     if missing:
-        raise SpecError(f"profile '{profile['name']}' needs files that are not here:\n" +
+        raise SpecError(f"profile '{profile.name}' needs files that are not here:\n" +
                         "\n".join(f"  - {line}" for line in missing))
 
 
-def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
+def train_baselines_beside_stages(profile: Profile, task_knobs, baselines, runs, run_dir, runs_dir, cells, parallel,
                                   settings: Settings, archive=None, vectors: bool = False) -> None:
     """The biLM stages take one of the ``parallel`` slots (one process; the mini profiles pretrain on 1 thread) and
     the baseline runs, which do not read the biLM, the others, so that a 2-core machine is not half idle for the
@@ -140,7 +141,7 @@ def train_baselines_beside_stages(profile, task_knobs, baselines, runs, run_dir,
     if vectors:
         def make_vectors():
             try:
-                prepare_vectors(profile)
+                prepare_vectors(profile.vectors)
                 write_inputs()
                 vectors_ok.append(True)
             finally:  # the baselines waiting for them go on (or, if they failed, are not started)

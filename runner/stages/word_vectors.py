@@ -268,12 +268,12 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
     return None
 
 
-def stage_args(profile: dict) -> List[str]:
-    """The stage's command-line arguments: the profile's training files (globs expanded, sorted) and settings."""
+def stage_args(spec: dict) -> List[str]:
+    """The stage's command-line arguments (``spec``: the profile's "vectors"): its training files (globs expanded,
+    sorted) and settings."""
     import glob
 
 
-    spec = profile["vectors"]
     train = []
     for pattern in spec["train"]:  # as given (relative to the repository, where the stage runs): portable records
         pattern = expand(pattern)
@@ -281,32 +281,33 @@ def stage_args(profile: dict) -> List[str]:
     return ["--train", *train, *(["--dims", *spec["dims"]] if spec.get("dims") else []), *spec.get("args", [])]
 
 
-def check_vectors_settings(profile: dict) -> None:
-    """With no run left to do the stage does not run: vectors made with other settings than the profile's are then
-    refused in one line (the finished baselines read them), never taken as the profile's."""
-    if not profile.get("vectors"):
+def check_vectors_settings(spec: dict) -> None:
+    """With no run left to do the stage does not run: vectors made with other settings than the profile's "vectors"
+    (``spec``, {} without a stage) are then refused in one line (the finished baselines read them), never taken as
+    the profile's."""
+    if not spec:
         return
-    out = repo_path(profile["vectors"]["out"])
-    why = to_make(out, stage_args(profile)) if (out / RECORD).is_file() else None
+    out = repo_path(spec["out"])
+    why = to_make(out, stage_args(spec)) if (out / RECORD).is_file() else None
     if why and why.startswith(OTHER_SETTINGS):
         raise SpecError(f"word vectors: {out} was {why[len('made '):]}: remove {out} to make them again (the "
                         f"finished runs that read them are then stale), or put the profile's args back")
 
 
-def vectors_pending(profile: dict) -> bool:
-    """True when prepare_vectors() would train the profile's vectors."""
+def vectors_pending(spec: dict) -> bool:
+    """True when prepare_vectors() would train the profile's vectors (``spec``: its "vectors", {} without a stage)."""
 
-    return bool(profile.get("vectors")) and to_make(repo_path(profile["vectors"]["out"]),
-                                                    stage_args(profile)) is not None
+    return bool(spec) and to_make(repo_path(spec["out"]), stage_args(spec)) is not None
 
 
-def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
-    """Run the profile's vectors stage unless it is done. Returns its output directory (None without a stage)."""
-    if not profile.get("vectors"):
+def prepare_vectors(spec: dict, quiet: bool = False) -> Optional[Path]:
+    """Run the profile's vectors stage (``spec``: its "vectors", {} without a stage) unless it is done. Returns its
+    output directory (None without a stage)."""
+    if not spec:
         return None
 
-    out = repo_path(profile["vectors"]["out"])
-    args = stage_args(profile)
+    out = repo_path(spec["out"])
+    args = stage_args(spec)
     why = to_make(out, args)
     if why is None:
         print(f"word vectors: done ({out})", flush=True)
@@ -320,23 +321,25 @@ def prepare_vectors(profile: dict, quiet: bool = False) -> Optional[Path]:
     return out
 
 
-def archive_vectors(profile: dict, archive: Path) -> None:
+def archive_vectors(spec: dict, archive: Path) -> None:
     """A multi-session profile keeps the stage's records (not the large vector files, which stay out of git and are
     made again, the same bytes, by a fresh clone that still has runs to do) in RESULTS/vectors/."""
-    out = repo_path(profile["vectors"]["out"])
+    out = repo_path(spec["out"])
     for name in (RECORD, "stages.json"):
         if (out / name).is_file():
             keep_portable(out / name, archive / name)
 
 
-def write_report(profile: dict, results_dir: Path, provenance: List[str], out_dir: Optional[Path] = None) -> None:
-    """vectors.md (in out_dir, by default results/<profile>/) from the stage's record (here, else the one archived in
-    results/<profile>/vectors/); a multi-session profile archives the record first."""
+def write_report(spec: dict, archive_runs: bool, results_dir: Path, provenance: List[str],
+                 out_dir: Optional[Path] = None) -> None:
+    """vectors.md (in out_dir, by default results/<profile>/) from the record of the stage ``spec`` (the profile's
+    "vectors"; here, else the one archived in results/<profile>/vectors/); a multi-session profile (``archive_runs``)
+    archives the record first."""
 
-    out = profile["vectors"]["out"]
+    out = spec["out"]
     out_dir = results_dir if out_dir is None else out_dir
-    if profile.get("archive_runs"):
-        archive_vectors(profile, results_dir / "vectors")
+    if archive_runs:
+        archive_vectors(spec, results_dir / "vectors")
     for path in (repo_path(out) / RECORD, results_dir / "vectors" / RECORD):
         if path.is_file():
             text = vectors_markdown(repo_relative(json.loads(path.read_text())), out, provenance)

@@ -9,13 +9,14 @@ float32's speed and TASK_PRECISION=bfloat16 crashed in torch's LSTM (test_task_p
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from elmo_module import ElmoInputError, batch_to_ids, load_bilm, precision
-from runner.spec import SpecError
+from runner.profile import Profile, SpecError
 from tests.conftest import REPO_ROOT
 from tests.elmo_fixtures import SENTENCES, write_random_elmo
 from tests.elmo_module.test_pretrain import TRAIN_ARGS, write_corpus
@@ -81,8 +82,8 @@ def _runs(**knobs):
 def test_the_runner_refuses_a_profile_asking_bfloat16_of_the_cpu_before_any_stage_or_run(no_kernels):
     from runner.stages.schedule import check_bfloat16
 
-    profile = {"name": "p", "bilm": {"pretrain": {"args": ["--precision", "bfloat16"]},
-                                     "finetune": {"args": ["--epochs", "1"]}}}
+    profile = Profile(name="p", sweeps=("table1",), bilm={"pretrain": {"args": ["--precision", "bfloat16"]},
+                                                          "finetune": {"args": ["--epochs", "1"]}})
     with pytest.raises(SpecError) as error:
         check_bfloat16(profile, _runs(TASK_PRECISION="bfloat16"), True, "cpu")
     message = str(error.value)
@@ -92,7 +93,7 @@ def test_the_runner_refuses_a_profile_asking_bfloat16_of_the_cpu_before_any_stag
     assert "finetune" not in message and precision.ALLOW_SLOW in message
     check_bfloat16(profile, _runs(), False, "cpu")  # the stages are made already, the runs are float32
     check_bfloat16(profile, _runs(), True, "cuda")  # the stages run on a GPU
-    check_bfloat16({**profile, "device": "cuda"}, _runs(ELMO_PRECISION="bfloat16"), False, "cuda")
+    check_bfloat16(replace(profile, device="cuda"), _runs(ELMO_PRECISION="bfloat16"), False, "cuda")
     with pytest.raises(SpecError, match=r"1 run\(s\) with ELMO_PRECISION=bfloat16"):
         check_bfloat16(profile, _runs(ELMO_PRECISION="bfloat16"), False, "cpu")
     no_kernels.setattr(precision, "cpu_has_bfloat16", lambda: True)
@@ -135,12 +136,13 @@ def test_on_this_cpu_the_real_runner_stops_in_one_line_before_any_run(tmp_path):
 def test_check_notes_the_refusal_without_stopping(no_kernels):
     from runner.preflight.checks import bfloat16_note
 
-    profile = {"name": "p", "bilm": {"pretrain": {"out": "/nonexistent/bilm", "args": ["--precision", "bfloat16"]}}}
+    profile = Profile(name="p", sweeps=("table1",),
+                      bilm={"pretrain": {"out": "/nonexistent/bilm", "args": ["--precision", "bfloat16"]}})
     note = bfloat16_note(profile, _runs())
     assert len(note) == 1 and note[0].startswith(
         "bfloat16, refused when a stage or run that asks for it is still to do: profile 'p' asks for bfloat16 on the "
         "CPU (the biLM's pretrain"), note
-    assert bfloat16_note({**profile, "device": "cuda"}, _runs()) == []
+    assert bfloat16_note(replace(profile, device="cuda"), _runs()) == []
     no_kernels.setattr(precision, "cpu_has_bfloat16", lambda: True)
     assert bfloat16_note(profile, _runs()) == []
 

@@ -273,13 +273,15 @@ def test_the_pretraining_check_resumes_from_its_checkpoint_to_the_figures_of_a_r
 def test_the_precision_knob_leaves_the_baselines_identity_alone():
     """`--precision bfloat16` changed every baseline's run id, and the baselines (which run no biLM) trained twice with
     the same numbers; the ELMo runs' ids follow it."""
+    from runner.profile import Profile
     from runner.spec import expand_cells
 
     sweep = {"name": "table1", "kind": "table", "split": "test", "tasks": ["ner"], "seeds": {"default": 1},
              "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}},
                          {"label": "ELMo", "knobs": {"ELMO": "input"}}]}
-    runs = {precision: {c.column: c.run for c in expand_cells({"knobs": {"ELMO_PRECISION": precision}}, [sweep])}
-            for precision in ("float32", "bfloat16")}
+    profiles = {p: Profile(name="p", sweeps=("table1",), knobs={"ELMO_PRECISION": p}) for p in ("float32", "bfloat16")}
+    runs = {precision: {c.column: c.run for c in expand_cells(profile, [sweep])}
+            for precision, profile in profiles.items()}
     assert runs["bfloat16"]["baseline"] == runs["float32"]["baseline"]
     assert runs["bfloat16"]["baseline"].knob_dict["ELMO_PRECISION"] == "float32"
     assert runs["bfloat16"]["ELMo"].run_id != runs["float32"]["ELMo"].run_id

@@ -210,7 +210,8 @@ def test_first_sense_baseline_reproduces_the_framework_on_real_data():
 
 def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tmp_path, monkeypatch):
     from runner.__main__ import main
-    from runner.spec import SpecError, load_sweeps
+    from runner.profile import Profile, SpecError
+    from runner.spec import load_sweeps
 
     monkeypatch.chdir(REPO_ROOT)
     assert main(["--only", "table5", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
@@ -238,7 +239,8 @@ def test_runner_probe_sweep_writes_its_table_with_provenance_and_paper_values(tm
             layer["test_accuracy"])
     assert "**holds**" not in table and "Test: " in table  # the verdict comes with its test
     with pytest.raises(SpecError, match="sweep 'table5' .*: key 'kind': expected one of .*found 'wsdx'"):
-        load_sweeps({"sweeps": ["table5"], "sweep_overrides": {"table5": {"kind": "wsdx"}}}, tmp_path / "p.json")
+        load_sweeps(Profile(name="p", sweeps=("table5",), sweep_overrides={"table5": {"kind": "wsdx"}}),
+                    tmp_path / "p.json")
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from runner.spec import SpecError
+from runner.profile import Profile, SpecError
 from runner.stages.bilm_stages import bilm_markdown, bilm_report, prepare_bilm
 from tasks.knobs import KNOBS
 
@@ -33,7 +33,7 @@ def test_finetune_from_weights_runs_once_then_is_skipped(tmp_path, capsys):
                                   "weights": str(official / "tiny_weights.hdf5")})
     knobs = {"ner": {**KNOBS, "SIZE": "tiny"}}  # the bundled NER sample data
 
-    prepare_bilm(profile, knobs)
+    prepare_bilm(Profile(sweeps=("table1",), **profile), knobs)
     tuned = tmp_path / "bilm-ner"
     record = json.loads((tuned / "perplexity.json").read_text())
     assert record["softmax"] == "new" and record["source"]["weights"] == str(official / "tiny_weights.hdf5")
@@ -45,11 +45,11 @@ def test_finetune_from_weights_runs_once_then_is_skipped(tmp_path, capsys):
     assert "--device cpu" in stages[0]["command"]
 
     capsys.readouterr()
-    prepare_bilm(profile, knobs)  # done: not run again
+    prepare_bilm(Profile(sweeps=("table1",), **profile), knobs)  # done: not run again
     assert "biLM fine-tuning on ner: done" in capsys.readouterr().out
     assert len(json.loads((tuned / "stages.json").read_text())) == 1
 
-    report = bilm_report(profile)
+    report = bilm_report(profile["bilm"])
     assert report["pretrain"] is None and set(report["finetune"]) == {"ner"}
     assert "No pretraining: fine-tuned from" in bilm_markdown(report, []) and "| ner | " in bilm_markdown(report, [])
 
@@ -60,8 +60,8 @@ def test_missing_source_weights_are_named(tmp_path, monkeypatch):
     profile["requires"] = {"ELMO_WEIGHTS": "set ELMO_DIR to the official weights"}
     with pytest.raises(SpecError, match=r"bilm.finetune.from.weights = \$\{ELMO_DIR\}/w.hdf5: an environment "
                                         r"variable is not set; set ELMO_DIR"):
-        prepare_bilm(profile, {"ner": dict(KNOBS)})
+        prepare_bilm(Profile(sweeps=("table1",), **profile), {"ner": dict(KNOBS)})
     profile["bilm"]["finetune"]["from"] = {"options": str(BUNDLED / "tiny_options.json")}
     with pytest.raises(SpecError, match="needs a pretrain stage or 'from'"):
-        prepare_bilm(profile, {"ner": dict(KNOBS)})
+        prepare_bilm(Profile(sweeps=("table1",), **profile), {"ner": dict(KNOBS)})
     assert not (tmp_path / "bilm-ner").exists()

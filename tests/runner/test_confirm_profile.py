@@ -9,7 +9,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cells(name):
-    from runner.spec import expand_cells, load_profile, load_sweeps
+    from runner.profile import load_profile
+    from runner.spec import expand_cells, load_sweeps
 
     profile, path = load_profile(name)
     return profile, expand_cells(profile, load_sweeps(profile, path))
@@ -20,7 +21,7 @@ def test_the_confirmatory_profile_is_small_table1_with_seeds_no_small_run_used()
     small, small_cells = _cells("small")
     assert {c.sweep for c in cells} == {"table1"} and len({c.run for c in cells}) == 60
     assert sorted({c.seed for c in cells}) == [6, 7, 8, 9, 10]  # small: seeds 1-3, SNLI 1-5
-    assert sorted({c.task for c in cells}) == sorted(small["tasks"])
+    assert sorted({c.task for c in cells}) == sorted(small.tasks)
     # the protocol: every knob of every run is the small profile's Table 1 run's of the same task and column, but SEED
     small_t1 = {(c.task, c.column): {k: v for k, v in c.run.knobs if k != "SEED"}
                 for c in small_cells if c.sweep == "table1"}
@@ -28,7 +29,7 @@ def test_the_confirmatory_profile_is_small_table1_with_seeds_no_small_run_used()
         assert {k: v for k, v in c.run.knobs if k != "SEED"} == small_t1[(c.task, c.column)], (c.task, c.column)
     # the same stages (so the same files under artifacts/small) and no run in common with the small profile
     for key in ("vectors", "bilm", "knobs", "task_knobs"):
-        assert confirm[key] == small[key], key
+        assert getattr(confirm, key) == getattr(small, key), key
     # seeds 4-8 would have re-made four: SNLI's Table 2 seeds 4 and 5 are the same runs as Table 1's cells there
     assert not {c.run.run_id for c in cells} & {c.run.run_id for c in small_cells}
     assert not {c.seed for c in small_cells} & {c.seed for c in cells}
@@ -118,7 +119,7 @@ def test_the_replication_page_sets_each_verdict_beside_the_exploratory_one(tmp_p
 
 
 def test_a_profile_replicating_one_without_results_is_refused_at_once():
-    from runner.spec import SpecError, check_profile
+    from runner.profile import SpecError, check_profile
 
     profile = {"sweeps": ["table1"], "tasks": ["ner"], "replicates": "no_such_profile"}
     with pytest.raises(SpecError, match=r"key 'replicates': expected the name of a profile whose "

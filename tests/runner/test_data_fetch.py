@@ -617,7 +617,8 @@ def test_fetch_needs_neither_torch_nor_allennlp(tmp_path):
 # ---------------------------------------------------------------- DATA_DIR keeps the archived runs
 
 def _planned_ids(profile_name: str):
-    from runner.spec import expand_cells, load_profile, load_sweeps, unique_runs
+    from runner.profile import load_profile
+    from runner.spec import expand_cells, load_sweeps, unique_runs
 
     profile, path = load_profile(profile_name)
     return {r.run_id: r for r in unique_runs(expand_cells(profile, load_sweeps(profile, path)))}
@@ -649,11 +650,12 @@ def test_the_other_real_data_profiles_read_data_dir_with_the_same_run_ids(name, 
 
 def test_probe_run_ids_do_not_depend_on_data_dir(monkeypatch, tmp_path):
     from runner.execution.probes import plan_probes
-    from runner.spec import load_profile, load_sweeps
+    from runner.profile import load_profile
+    from runner.spec import load_sweeps
 
     def ids():
         profile, path = load_profile("probes_small")
-        return [r.run_id for r in plan_probes(profile, load_sweeps(profile, path))]
+        return [r.run_id for r in plan_probes(profile.knobs, load_sweeps(profile, path))]
 
     monkeypatch.delenv("DATA_DIR", raising=False)
     here = ids()
@@ -685,12 +687,14 @@ def test_conversions_are_byte_for_byte_on_the_origins(capsys):
 
 def test_check_names_the_missing_training_text_of_the_stages_still_to_run(tmp_path, monkeypatch):
     from runner.preflight.checks import stage_files
+    from runner.profile import Profile
 
     monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
     profile = {"bilm": {"pretrain": {"out": str(tmp_path / "bilm"), "args": [
                    "--options", "x.json", "--train", "${DATA_DIR}/lm/a.txt", "${DATA_DIR}/lm/b.txt",
                    "--heldout", "${DATA_DIR}/lm/heldout/h.txt", "--epochs", "1"]}},
                "vectors": {"out": str(tmp_path / "vectors"), "train": ["${DATA_DIR}/lm/*.txt"]}}
+    profile = Profile(name="p", sweeps=("table1",), **profile)
     problems = [str(p) for p in stage_files(profile)]
     assert len(problems) == 4 and problems[0].startswith(f"{tmp_path}/data/lm/a.txt: expected the biLM pretraining's "
                                                          "--train file; found nothing there. A file of DATA_DIR")

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from runner.execution.training import gpu_slots, run_local
-from runner.spec import SpecError
+from runner.profile import Profile, SpecError
 from tests.runner.test_runner import PROFILE, REPO, runner_command, runner_env
 
 
@@ -70,7 +70,7 @@ def plan_args(*argv):
     from runner.__main__ import parse_args
     from runner.settings import Settings
 
-    return Settings.build(parse_args(list(argv)), {"name": "t"})
+    return Settings.build(parse_args(list(argv)), Profile(name="t", sweeps=("table1",)))
 
 
 def test_device_plan_on_fake_gpus(monkeypatch):
@@ -107,7 +107,8 @@ def test_ray_runs_see_cuda_device_0():
     class Cell:
         run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
-    job = job_for(Run, "d", {}, {"name": "t"}, [Cell], plan_args("--executor", "ray", "--gpus-per-run", "0.5"))
+    job = job_for(Run, "d", {}, Profile(name="t", sweeps=("table1",)), [Cell],
+                  plan_args("--executor", "ray", "--gpus-per-run", "0.5"))
     assert job["extra_env"]["CUDA_DEVICE"] == "0"
 
 

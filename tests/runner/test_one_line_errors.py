@@ -7,7 +7,7 @@ import json
 import pytest
 
 import runner.__main__ as runner_main
-from runner import spec
+from runner.profile import SpecError, load_json, load_profile
 from runner.records import load_result
 from tests.runner.fakes import ONE_COLUMN, runner_args, write_profile
 
@@ -46,8 +46,8 @@ def test_a_key_given_twice_in_a_profile_is_one_line_naming_the_file_and_the_key(
 def test_a_key_given_twice_in_a_sweep_file_names_the_file_and_the_key(tmp_path):
     sweep = tmp_path / "table9.json"
     sweep.write_text('{"name": "table9", "kind": "table",\n "split": "test",\n "split": "dev"}\n')
-    with pytest.raises(spec.SpecError) as error:
-        spec._load_json(sweep, "sweep")
+    with pytest.raises(SpecError) as error:
+        load_json(sweep, "sweep")
     assert str(error.value) == (f"sweep '{sweep}': key 'split' given twice: expected each key once (JSON would keep "
                                 f"only the last), found 'test' and 'dev'")
 
@@ -56,8 +56,8 @@ def test_a_profile_with_a_utf8_byte_order_mark_is_read(tmp_path):
     """docs/runner.md: 'A UTF-8 byte-order mark is ignored'; a profile saved by a Windows editor was refused."""
     path = tmp_path / "p.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(PROFILE).encode())
-    profile, _ = spec.load_profile(str(path))
-    assert profile["knobs"] == PROFILE["knobs"] and profile["name"] == "p"
+    profile, _ = load_profile(str(path))
+    assert profile.knobs == PROFILE["knobs"] and profile.name == "p"
 
 
 def test_a_profile_that_is_not_utf8_is_one_line(tmp_path, capsys, fake_training):

@@ -9,12 +9,14 @@ import shutil
 import subprocess
 import sys
 from collections import namedtuple
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from runner.spec import expand_cells, load_profile, load_sweeps, unique_runs
+from runner.profile import load_profile
+from runner.spec import expand_cells, load_sweeps, unique_runs
 from tasks.knobs import KNOBS
 from tests.elmo_fixtures import write_random_elmo
 
@@ -111,11 +113,10 @@ def paper_runs(sweeps=None, **profile_changes):
     # (tests/runner/test_bilm_finetune_stage.py); here they read the (stand-in) official weights that stage starts
     # from, which have the same layout.
     task_knobs = {task: {k: v for k, v in knobs.items() if not v.startswith("artifacts/")}
-                  for task, knobs in profile["task_knobs"].items()}
-    profile = {**profile, "device": "cpu", "knobs": {**profile["knobs"], "CUDA_DEVICE": "-1"}, "task_knobs": task_knobs,
-               **profile_changes}
-    if sweeps:
-        profile["sweeps"] = sweeps
+                  for task, knobs in profile.task_knobs.items()}
+    changes = {k: tuple(v) if k in ("sweeps", "tasks") else v for k, v in profile_changes.items()}
+    profile = replace(profile, device="cpu", knobs={**profile.knobs, "CUDA_DEVICE": "-1"}, task_knobs=task_knobs,
+                      **changes, **({"sweeps": tuple(sweeps)} if sweeps else {}))
     cells = expand_cells(profile, load_sweeps(profile, path))
     return profile, unique_runs(cells), cells
 
@@ -345,7 +346,7 @@ def test_check_flag_prints_the_plan_and_runs_nothing(stand_in, tmp_path, monkeyp
     for name, value in stand_in[1].items():
         monkeypatch.setenv(name, value)
     profile, _, _ = paper_runs(["table1"], tasks=["ner", "srl"])
-    (tmp_path / "p.json").write_text(json.dumps(profile))
+    (tmp_path / "p.json").write_text(json.dumps(profile.to_json()))
     assert main(["--profile", str(tmp_path / "p.json"), "--check", "--runs-dir", str(tmp_path / "runs"),
                  "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out

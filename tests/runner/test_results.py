@@ -493,18 +493,21 @@ def test_archived_bilm_records_name_no_absolute_path_of_the_checkout(tmp_path):
     """archive_bilm keeps a stage's records portable (runner/records.py keep_portable): before, it copied the bytes
     (with this checkout's absolute paths) and every --build-only rewrote them, back and forth."""
     from runner.paths import REPO
+    from runner.profile import Profile
     from runner.stages.bilm_stages import archive_bilm
 
     out = tmp_path / "artifacts" / "bilm"
     out.mkdir(parents=True)
     (out / "perplexity.json").write_text(json.dumps({"source": {"weights": f"{REPO}/artifacts/x/weights.hdf5"}}))
     (out / "options.json").write_text(json.dumps({"lstm": {"dim": 8}}))
-    archive_bilm({"bilm": {"pretrain": {"out": str(out), "args": []}}}, tmp_path / "kept")
+    archive_bilm(Profile(name="p", sweeps=("table1",), bilm={"pretrain": {"out": str(out), "args": []}}),
+                 tmp_path / "kept")
     kept = tmp_path / "kept" / "bilm"
     assert json.loads((kept / "perplexity.json").read_text()) == {"source": {"weights": "artifacts/x/weights.hdf5"}}
     assert json.loads((kept / "options.json").read_text()) == {"lstm": {"dim": 8}}
     before = (kept / "perplexity.json").stat().st_mtime_ns
-    archive_bilm({"bilm": {"pretrain": {"out": str(out), "args": []}}}, tmp_path / "kept")
+    archive_bilm(Profile(name="p", sweeps=("table1",), bilm={"pretrain": {"out": str(out), "args": []}}),
+                 tmp_path / "kept")
     assert (kept / "perplexity.json").stat().st_mtime_ns == before  # unchanged: not rewritten
 
 

@@ -680,13 +680,14 @@ def test_every_archived_run_belongs_to_its_profiles_plan():
     """results/<profile>/runs/ holds the runs a fresh clone restores; one whose id the plan no longer has (knobs
     changed, a run identity that drifted) would be silently ignored and trained again."""
     from runner.execution.probes import plan_probes
-    from runner.spec import load_profile, load_sweeps
+    from runner.profile import load_profile
+    from runner.spec import load_sweeps
 
     for archive in sorted((REPO / "results").glob("*/runs")):
         profile, path = load_profile(archive.parent.name)
         sweeps = load_sweeps(profile, path)
         ids = {r.run_id for r in unique_runs(expand_cells(profile, sweeps))} | {
-            p.run_id for p in plan_probes(profile, sweeps)}
+            p.run_id for p in plan_probes(profile.knobs, sweeps)}
         stray = sorted(p.name for p in archive.glob("*/*.json") if p.stem not in ids)
         assert not stray, f"{archive}: archived runs not in the profile's plan: {stray}"
 

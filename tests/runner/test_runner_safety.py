@@ -24,6 +24,7 @@ import runner.execution.training as execute
 import runner.plan as plan_module
 from runner.execution.training import child_pythonpath
 from runner.pipeline import plan_from
+from runner.profile import Profile
 from runner.settings import Settings
 from tasks.knobs import knob_problems
 from tests.runner.fakes import FAKE_TRAINING, NER_TRAIN, ONE_COLUMN, runner_args, start_runner, write_profile
@@ -578,13 +579,13 @@ def test_run_order_trains_whole_tasks_or_whole_sweeps_first(run_order):
     from dataclasses import replace
 
     plan = plan_from(runner_main.parse_args(["--profile", "small"]))[1]
-    plan = replace(plan, profile={**plan.profile, "run_order": run_order})
+    plan = replace(plan, profile=replace(plan.profile, run_order=run_order))
     runs = plan_module.wanted_runs(plan, baselines_only=False)
     assert len(runs) == len(set(runs)) == 125
     first, table1 = runs[:36], {c.run for c in plan.cells if c.sweep == "table1"}
     if run_order == "sweeps":
         assert set(first) == table1
-        assert [r.task for r in first] == sorted((r.task for r in first), key=plan.profile["tasks"].index)
+        assert [r.task for r in first] == sorted((r.task for r in first), key=plan.profile.tasks.index)
     else:
         assert {r.task for r in first} == {"srl"} and set(first) != table1
 
@@ -600,8 +601,8 @@ def test_no_wandb_turns_the_wandb_knob_off_for_every_run():
         run, sweep, column, x, seed = Run, "table1", "baseline", None, 1
 
     def wandb(*argv):
-        settings = Settings.build(runner_main.parse_args(list(argv)), {"name": "t"})
-        return jobs.job_for(Run, "d", {}, {"name": "t"}, [Cell], settings)["extra_env"]["WANDB"]
+        settings = Settings.build(runner_main.parse_args(list(argv)), Profile(name="t", sweeps=("table1",)))
+        return jobs.job_for(Run, "d", {}, Profile(name="t", sweeps=("table1",)), [Cell], settings)["extra_env"]["WANDB"]
 
     assert (wandb(), wandb("--no-wandb")) == ("true", "false")
 

@@ -190,21 +190,21 @@ def test_runner_stage_runs_once_and_is_skipped_when_done(tmp_path, monkeypatch, 
     _corpus(tmp_path / "corpus.txt", lines=800)
     profile = {"vectors": {"out": str(tmp_path / "vec"), "train": [str(tmp_path / "corpus.txt")],
                            "dims": ["8:cased"], "args": ["--min-count", "1", "--epochs", "1"]}}
-    out = vectors.prepare_vectors(profile, quiet=True)
+    out = vectors.prepare_vectors(profile["vectors"], quiet=True)
     assert (out / "vectors.8d.cased.txt").is_file() and len(json.loads((out / "stages.json").read_text())) == 1
-    vectors.prepare_vectors(profile, quiet=True)
+    vectors.prepare_vectors(profile["vectors"], quiet=True)
     assert "word vectors: done" in capsys.readouterr().out
     assert len(json.loads((out / "stages.json").read_text())) == 1
     profile["vectors"]["args"] = ["--min-count", "1", "--epochs", "2"]  # other settings: made again
-    vectors.prepare_vectors(profile, quiet=True)
+    vectors.prepare_vectors(profile["vectors"], quiet=True)
     assert len(json.loads((out / "stages.json").read_text())) == 2
     results = tmp_path / "results"
-    vectors.write_report({**profile, "archive_runs": True}, results, ["- **command**: test"])
+    vectors.write_report(profile["vectors"], True, results, ["- **command**: test"])
     assert "vectors.8d.cased.txt" in (results / "vectors.md").read_text()
     assert (results / "vectors" / "vectors.json").is_file()  # kept for a fresh clone, without the vector files
     import shutil
 
     shutil.rmtree(out)  # a fresh clone: only the archived record
     (results / "vectors.md").unlink()
-    vectors.write_report({**profile, "archive_runs": True}, results, ["- **command**: test"])
+    vectors.write_report(profile["vectors"], True, results, ["- **command**: test"])
     assert "vectors.8d.cased.txt" in (results / "vectors.md").read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.spec import SpecError
+from runner.profile import Profile, SpecError
 from runner.stages.bilm_stages import check_stage_outputs, prepare_bilm
 from tasks.knobs import KNOBS
 from tests.elmo_module.test_pretrain import TINY_OPTIONS, grammar_lines
@@ -77,6 +77,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _typed(profile: dict) -> Profile:
+    """The profile as the runner holds it once loaded (its stages' functions take the typed Profile)."""
+    return Profile(**{"sweeps": ("table1",), **profile})
+
+
 def _bilm_profile(tmp_path, lr: str = None) -> dict:
     (tmp_path / "train.txt").write_text(grammar_lines(300, 0))
     (tmp_path / "heldout.txt").write_text(grammar_lines(20, 1))
@@ -97,16 +102,16 @@ def test_a_changed_pretraining_corpus_or_task_file_makes_the_stages_again_and_a_
     ner_train.write_bytes(NER_SAMPLE.read_bytes())
     knobs = {"ner": {**KNOBS, "SIZE": "tiny", "TRAIN_PATH": str(ner_train)}}
     pretrained, tuned = tmp_path / "bilm" / "weights.hdf5", tmp_path / "bilm-ner" / "weights.hdf5"
-    prepare_bilm(profile, knobs, quiet=True)
+    prepare_bilm(_typed(profile), knobs, quiet=True)
     first = sha(pretrained), sha(tuned)
     capsys.readouterr()
-    prepare_bilm(profile, knobs, quiet=True)
+    prepare_bilm(_typed(profile), knobs, quiet=True)
     out = capsys.readouterr().out
     assert "biLM pretraining: done" in out and "biLM fine-tuning on ner: done" in out
 
     with open(tmp_path / "train.txt", "a") as f:  # the pretraining corpus grows
         f.write(grammar_lines(100, 7, order=("o", "v", "s")))
-    prepare_bilm(profile, knobs, quiet=True)
+    prepare_bilm(_typed(profile), knobs, quiet=True)
     out = capsys.readouterr().out
     assert f"biLM pretraining: {tmp_path / 'train.txt'} changed since {tmp_path / 'bilm'} was made: " \
            f"pretrained again" in out, out
@@ -119,7 +124,7 @@ def test_a_changed_pretraining_corpus_or_task_file_makes_the_stages_again_and_a_
     assert "Zanzibar" not in text.read_text()
     with open(ner_train, "a") as f:
         f.write("\nZanzibar NNP I-NP I-LOC\nwins VBZ I-VP O\n")
-    prepare_bilm(profile, knobs, quiet=True)
+    prepare_bilm(_typed(profile), knobs, quiet=True)
     out = capsys.readouterr().out
     assert f"{ner_train} changed since {tmp_path / 'bilm-ner'} was made: fine-tuned again" in out, out
     assert "biLM pretraining: done" in out and "Zanzibar wins" in text.read_text()
@@ -129,7 +134,7 @@ def test_a_changed_pretraining_corpus_or_task_file_makes_the_stages_again_and_a_
     with pytest.raises(SpecError, match=rf"^biLM fine-tuning \(bilm-ner\): {tuned} does not match its record in "
                                         rf"{tmp_path / 'bilm-ner' / 'stage_args.json'} \(sha256 [0-9a-f]{{12}}, "
                                         rf"found [0-9a-f]{{12}}, 1,000 bytes\): remove {tmp_path / 'bilm-ner'}"):
-        check_stage_outputs(profile)
+        check_stage_outputs(profile["bilm"])
 
 
 def test_redo_stale_after_a_task_file_changed_fine_tunes_again_before_training_the_stale_runs(tmp_path):
@@ -169,7 +174,7 @@ def test_redo_stale_after_a_task_file_changed_fine_tunes_again_before_training_t
 def test_a_diverged_pretraining_is_no_finished_stage(tmp_path):
     profile = _bilm_profile(tmp_path, lr="1e4")
     with pytest.raises(SpecError) as error:
-        prepare_bilm(profile, {"ner": {**KNOBS, "SIZE": "tiny"}}, quiet=True)
+        prepare_bilm(_typed(profile), {"ner": {**KNOBS, "SIZE": "tiny"}}, quiet=True)
     assert str(error.value).startswith("biLM pretraining failed (exit 2): error: pretraining diverged: held-out "
                                        "perplexity forward inf"), str(error.value)
     assert "\n" not in str(error.value) and not (tmp_path / "bilm" / "perplexity.json").exists()
@@ -254,25 +259,25 @@ def test_the_bilm_of_record_is_restored_checked_and_pretrained_again_where_it_ca
     ner_train = tmp_path / "ner.train.conll"
     ner_train.write_bytes(NER_SAMPLE.read_bytes())
     knobs = {"ner": {**KNOBS, "SIZE": "tiny", "TRAIN_PATH": str(ner_train)}}
-    prepare_bilm(profile, knobs, quiet=True)
-    archive_bilm(profile, tmp_path / "results" / "bilm")  # as the small profile keeps it
+    prepare_bilm(_typed(profile), knobs, quiet=True)
+    archive_bilm(_typed(profile), tmp_path / "results" / "bilm")  # as the small profile keeps it
     made = sha(out / "weights.hdf5")
     assert sha(record / "weights.hdf5") == made and not (record / "softmax.hdf5").exists()
     stages = json.loads((out / "stages.json").read_text())
 
     shutil.rmtree(out)  # a fresh clone: artifacts/ is not in git
     capsys.readouterr()
-    restore_of_record(profile)
+    restore_of_record(profile["bilm_of_record"])
     assert capsys.readouterr().out == (f"biLM of record: {out} restored from {record} (weights.hdf5 sha256 "
                                        f"{made[:12]}, checked): not pretrained again\n")
-    prepare_bilm(profile, knobs, quiet=True)  # the fine-tuning is done: the restored biLM serves as the stage
+    prepare_bilm(_typed(profile), knobs, quiet=True)  # the fine-tuning is done: the restored biLM serves as the stage
     assert "biLM pretraining: done" in capsys.readouterr().out
     assert sha(out / "weights.hdf5") == made and len(json.loads((out / "stages.json").read_text())) == len(stages)
 
     shutil.rmtree(out)
     shutil.rmtree(tmp_path / "bilm-ner")  # a fine-tuning to make: it needs the softmax, so the biLM is pretrained
-    restore_of_record(profile)
-    prepare_bilm(profile, knobs, quiet=True)
+    restore_of_record(profile["bilm_of_record"])
+    prepare_bilm(_typed(profile), knobs, quiet=True)
     assert "holds no softmax.hdf5 (a biLM of record keeps its weights only), which the fine-tuning on ner " \
            "continues: pretrained again" in capsys.readouterr().out
     assert (out / "softmax.hdf5").is_file() and sha(out / "weights.hdf5") == made  # (deterministic on one CPU)
@@ -281,5 +286,5 @@ def test_the_bilm_of_record_is_restored_checked_and_pretrained_again_where_it_ca
     (record / "weights.hdf5").write_bytes((record / "weights.hdf5").read_bytes()[:1000])  # a cut copy: refused
     with pytest.raises(SpecError, match=rf"^bilm_of_record: {record / 'weights.hdf5'} does not match its record in "
                                         rf"{record / 'stage_args.json'} \(sha256 {made[:12]}, found [0-9a-f]{{12}}\)"):
-        restore_of_record(profile)
+        restore_of_record(profile["bilm_of_record"])
     assert not out.exists()

@@ -18,9 +18,9 @@ def test_a_pretraining_made_with_other_args_is_refused_in_one_line(tmp_path):
     with pytest.raises(SpecError, match=r"^biLM pretraining: .* made with other settings than the profile's "
                                         r"\(--tokens 8000 -> 9000\): remove .*\(the finished runs that read it are "
                                         r"then stale"):
-        check_stage_settings(profile)
+        check_stage_settings(profile["bilm"])
     profile["bilm"]["pretrain"]["args"][1] = "8000"
-    check_stage_settings(profile)  # the same args: nothing to say
+    check_stage_settings(profile["bilm"])  # the same args: nothing to say
 
 
 def test_a_fine_tuning_made_with_other_args_is_refused(tmp_path):
@@ -30,7 +30,7 @@ def test_a_fine_tuning_made_with_other_args_is_refused(tmp_path):
     profile = {"bilm": {"finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"), "args": ["--epochs", "2"],
                                      "from": {}}}}
     with pytest.raises(SpecError, match=r"^biLM fine-tuning on ner: .*\(--epochs 1 -> 2\)"):
-        check_stage_settings(profile)
+        check_stage_settings(profile["bilm"])
 
 
 def test_vectors_made_with_other_settings_are_refused_when_no_run_is_left(tmp_path):
@@ -42,4 +42,4 @@ def test_vectors_made_with_other_settings_are_refused_when_no_run_is_left(tmp_pa
     (out / word_vectors.RECORD).write_text(json.dumps({"settings": word_vectors.settings(made), "files": {}}))
     profile = {"vectors": {"out": str(out), "train": [str(corpus)], "args": ["--epochs", "2"]}}
     with pytest.raises(SpecError, match=r"^word vectors: .* was with other settings \(epochs 1 -> 2\): remove"):
-        word_vectors.check_vectors_settings(profile)
+        word_vectors.check_vectors_settings(profile["vectors"])

@@ -198,10 +198,11 @@ def test_training_batches_are_shuffled(knobs, task):
                                                  ("coref", 300, "GLOVE_840B_300D")])
 def test_paper_profile_gives_each_task_the_glove_its_paper_size_config_reads(knobs, monkeypatch, task, dim, variable):
     from runner import spec
+    from runner.profile import load_profile
 
     for name in ("GLOVE_6B_100D", "GLOVE_6B_50D", "GLOVE_840B_300D"):
         monkeypatch.setenv(name, f"/glove/{name}.txt")
-    profile, _ = spec.load_profile("paper")
+    profile, _ = load_profile("paper")
     run_knobs = spec.run_knobs(profile, task, {}, "test")
     assert run_knobs["GLOVE_PATH"] == f"/glove/{variable}.txt" and run_knobs["SIZE"] == "paper"
     knobs(**{name: value for name, value in run_knobs.items() if name in ("GLOVE_PATH", "SIZE")})

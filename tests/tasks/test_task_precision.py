@@ -72,7 +72,8 @@ def test_under_bfloat16_the_products_are_bfloat16_and_the_loss_and_logits_float3
 
 
 def test_the_knob_enters_a_runs_identity_only_when_bfloat16_and_archived_runs_keep_theirs():
-    from runner.spec import Run, expand_cells, load_profile, load_sweeps
+    from runner.profile import load_profile
+    from runner.spec import Run, expand_cells, load_sweeps
     from tasks.knobs import KNOBS, knob_problems
 
     default = Run("ner", tuple(sorted(KNOBS.items())))
@@ -164,7 +165,8 @@ def test_the_accuracy_check_profile_pairs_each_bfloat16_run_with_its_float32_twi
     """runner/profiles/small_task_bf16.json: NER's and SNLI's Table 1 ELMo cells of the small profile, trained twice on
     the same stages, float32 and bfloat16: each float32 run is the small profile's own run (its archived id), and each
     bfloat16 run differs from it in TASK_PRECISION alone."""
-    from runner.spec import Run, expand_cells, load_profile, load_sweeps
+    from runner.profile import load_profile
+    from runner.spec import Run, expand_cells, load_sweeps
 
     runs_dir = REPO_ROOT / "results" / "small" / "runs"
     if not runs_dir.is_dir():
