@@ -126,7 +126,8 @@ def shared_data(*parts) -> Path:
 
 def pytest_runtest_logreport(report):
     """ELMO_TEST_TIMES=FILE: each test's call time appended as 'seconds<TAB>node id' (how the `slow` marks were
-    chosen: a test over ~2 s on a 2-core machine, or one that trains or starts a runner, is `slow`)."""
-    if report.when == "call" and os.environ.get("ELMO_TEST_TIMES"):
+    chosen: a test over ~2 s on a 2-core machine, or one that trains or starts a runner, is `slow`). Under
+    pytest-xdist the controller writes each line (a worker's own hook would write it a second time)."""
+    if report.when == "call" and os.environ.get("ELMO_TEST_TIMES") and not os.environ.get("PYTEST_XDIST_WORKER"):
         with open(os.environ["ELMO_TEST_TIMES"], "a") as f:
             f.write(f"{report.duration:.2f}\t{report.nodeid}\n")

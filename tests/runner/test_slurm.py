@@ -230,6 +230,8 @@ def test_a_job_that_ran_where_the_runs_directory_is_not_stops_the_sweep_in_one_l
 # ---- a real one-node SLURM -----------------------------------------------------------------------------------------
 
 
+# Started once for this module; ./run_tests.sh runs a test file on one pytest-xdist worker (--dist loadfile), so one
+# cluster at a time: two would each give their jobs every core, and these tests wait for jobs within deadlines.
 @pytest.fixture(scope="module")
 def slurm():
     reason = available()
