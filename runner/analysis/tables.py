@@ -97,22 +97,24 @@ def _training_data(knobs: dict) -> tuple:
 
 
 def cost_markdown(results: list, parallel: int, header: list, tasks: Optional[list] = None) -> str:
-    """cost.md of a multi-session profile: what its finished runs cost, by task, baseline or ELMo and share of the
-    training set (each run's wall time counts its attempts across sessions up to the checkpoint the next one went on
-    from: runner/execution/training.py), and the wall time that makes at ``parallel`` runs at a time. The stages before
-    the runs are timed in vectors.md and bilm.md."""
+    """cost.md of a multi-session profile: what its finished runs cost, by task, model (baseline, ELMo, another
+    encoder) and share of the training set (each run's wall time counts its attempts across sessions up to the
+    checkpoint the next one went on from: runner/execution/training.py), and the wall time that makes at
+    ``parallel`` runs at a time. The stages before the runs are timed in vectors.md and bilm.md."""
     unfinished = sum(1 for r in results if not r)
     results = [r for r in results if r and r.get("wall_time_s")]
     order = {t: i for i, t in enumerate(tasks or [])}
     groups = {}
     for r in results:
         knobs = r.get("knobs") or {}
-        key = (r.get("task"), knobs.get("ELMO", "none") != "none", *_training_data(knobs))
+        encoder = knobs.get("ENCODER", "elmo")  # a transformer under ELMo's protocol is its own model here
+        model = (0, "baseline") if knobs.get("ELMO", "none") == "none" else (1, "ELMo") if encoder == "elmo" else \
+            (2, f"encoder {encoder}")
+        key = (r.get("task"), model, *_training_data(knobs))
         groups.setdefault(key, []).append(r)
     rows = []
-    for (task, elmo, _fraction, data), runs in sorted(
+    for (task, (_, model), _fraction, data), runs in sorted(
             groups.items(), key=lambda g: (order.get(g[0][0], len(order)), g[0][0], g[0][1], -g[0][2], g[0][3])):
-        model = "ELMo" if elmo else "baseline"
         minutes = [r["wall_time_s"] / 60 for r in runs]
         epochs = [len(r.get("epochs") or []) for r in runs]
         per_epoch = [m / e for m, e in zip(minutes, epochs) if e]
