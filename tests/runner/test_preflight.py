@@ -115,7 +115,8 @@ def paper_runs(sweeps=None, **profile_changes):
     task_knobs = {task: {k: v for k, v in knobs.items() if not v.startswith("artifacts/")}
                   for task, knobs in profile.task_knobs.items()}
     changes = {k: tuple(v) if k in ("sweeps", "tasks") else v for k, v in profile_changes.items()}
-    profile = replace(profile, device="cpu", knobs={**profile.knobs, "CUDA_DEVICE": "-1"}, task_knobs=task_knobs,
+    changes = {"device": "cpu", **changes}  # on CPU unless a case asks for another device
+    profile = replace(profile, knobs={**profile.knobs, "CUDA_DEVICE": "-1"}, task_knobs=task_knobs,
                       **changes, **({"sweeps": tuple(sweeps)} if sweeps else {}))
     cells = expand_cells(profile, load_sweeps(profile, path))
     return profile, unique_runs(cells), cells

@@ -1,4 +1,5 @@
 """The runner: resume after a kill, crashed runs, spec errors, and the Ray executor giving the local results."""
+import dataclasses
 import json
 import os
 import re
@@ -12,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from runner.execution.training import child_pythonpath
+from runner.profile import Profile
 from runner.spec import SpecError, expand_cells, load_sweeps, unique_runs
 
 pytestmark = pytest.mark.slow  # trains models or starts runners throughout
 
 REPO = Path(__file__).resolve().parents[2]
 # two quick NER runs (tiny model, 1 epoch, bundled sample data): baseline and ELMo
+NO_PROFILE = Profile.of({"sweeps": ["figure1"]}, "t.json")  # a sweep's cells with no profile knobs
 PROFILE = {"name": "t", "sweeps": ["table1"], "tasks": ["ner"], "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "1"},
            "sweep_overrides": {"table1": {"seeds": {"default": 1}}}}
 
@@ -154,7 +157,7 @@ def test_crashed_run_is_reported_and_the_sweep_goes_on(tmp_path):
 
 
 def test_shared_runs_are_trained_once_and_unknown_knobs_rejected():
-    profile = {"name": "p", "sweeps": ["table1", "table3", "figure1"], "knobs": {"SIZE": "tiny"}}
+    profile = Profile.of({"sweeps": ["table1", "table3", "figure1"], "knobs": {"SIZE": "tiny"}}, "p.json")
     sweeps = load_sweeps(profile, Path("p.json"))
     cells = expand_cells(profile, sweeps)
     runs = unique_runs(cells)
@@ -164,7 +167,7 @@ def test_shared_runs_are_trained_once_and_unknown_knobs_rejected():
                  and c.run.knob_dict["TRAIN_FRACTION"] == "1.0" and c.seed == 1]
     assert len(set(srl_input)) == 1 and len(srl_input) >= 3
     with pytest.raises(SpecError, match="unknown knob"):
-        expand_cells({**profile, "knobs": {"SIZ": "tiny"}}, sweeps)
+        expand_cells(dataclasses.replace(profile, knobs={"SIZ": "tiny"}), sweeps)
 
 
 def test_paper_profile_lists_what_is_missing(tmp_path):
@@ -649,12 +652,12 @@ def test_x_point_knobs_reach_only_their_runs_and_later_knobs_keep_run_ids():
     sweep = {"name": "figure1", "kind": "curve", "split": "dev", "tasks": ["ner"], "seeds": {"default": 1},
              "columns": [{"label": "baseline", "knobs": {"ELMO": "none"}}],
              "x": {"knob": "TRAIN_FRACTION", "values": ["0.1", "1.0"], "knobs": {"0.1": {"BATCHES_PER_EPOCH": "9"}}}}
-    runs = {c.x: c.run for c in expand_cells({}, [sweep])}
+    runs = {c.x: c.run for c in expand_cells(NO_PROFILE, [sweep])}
     assert runs["0.1"].knob_dict["BATCHES_PER_EPOCH"] == "9" and runs["1.0"].knob_dict["BATCHES_PER_EPOCH"] == ""
     full = runs["1.0"]
     before = [kv for kv in full.knobs if kv[0] not in LATER_KNOBS]  # the knobs as they were before those were added
     assert full.run_id == f"ner-{hashlib.sha1(json.dumps(['ner', before]).encode()).hexdigest()[:10]}"
-    assert runs["0.1"].run_id != expand_cells({}, [{**sweep, "x": {**sweep["x"], "knobs": {}}}])[0].run.run_id
+    assert runs["0.1"].run_id != expand_cells(NO_PROFILE, [{**sweep, "x": {**sweep["x"], "knobs": {}}}])[0].run.run_id
 
 
 def test_a_task_of_a_curve_may_have_its_own_x_values_and_point_knobs():
@@ -670,7 +673,7 @@ def test_a_task_of_a_curve_may_have_its_own_x_values_and_point_knobs():
     check_sweep(sweep, "figure1.json")
     assert x_axis(sweep, "ner")["values"] == ["0.1", "1.0"] and x_axis(sweep, "ner").get("full_percent") is None
     assert x_axis(sweep, "srl")["full_percent"] == 2.78 and x_axis(sweep, "srl")["knob"] == "TRAIN_FRACTION"
-    runs = {(c.task, c.x): c.run.knob_dict for c in expand_cells({}, [sweep])}
+    runs = {(c.task, c.x): c.run.knob_dict for c in expand_cells(NO_PROFILE, [sweep])}
     assert sorted(runs) == [("ner", "0.1"), ("ner", "1.0"), ("srl", "0.036"), ("srl", "1.0")]
     assert runs[("srl", "0.036")]["TRAIN_FRACTION"] == "0.036" and runs[("srl", "0.036")]["BATCHES_PER_EPOCH"] == "79"
     assert runs[("ner", "0.1")]["BATCHES_PER_EPOCH"] == "9" and runs[("srl", "1.0")]["BATCHES_PER_EPOCH"] == ""

@@ -112,8 +112,9 @@ def _gru_step(encoder, inputs, mask, grad_out):
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("hidden", [32, 16])
 def test_gru_recurrence_gives_torchs_outputs_and_gradients(bidirectional, hidden):
-    """Bit for bit at the small SQuAD model's 32 cells; else to rounding: torch's sigmoid and tanh kernels take
-    the last elements of a row in scalar code, and which elements those are depends on the row's length."""
+    """Bit for bit at the small SQuAD model's 32 cells on an AVX2 CPU; else to rounding: torch's sigmoid and tanh
+    kernels take the last elements of a row in scalar code, and which elements those are depends on the row's length
+    and the CPU's vector width."""
     from tasks.unpacked_rnn import UnpackedGru
 
     torch.manual_seed(3)
@@ -124,8 +125,8 @@ def test_gru_recurrence_gives_torchs_outputs_and_gradients(bidirectional, hidden
     mask = torch.arange(9)[None] < lengths[:, None]
     inputs, grad_out = torch.randn(6, 9, 7), torch.randn(6, 9, 2 * hidden)
     got, expected = _gru_step(fused, inputs, mask, grad_out), _gru_step(plain, inputs, mask, grad_out)
-    if hidden == 32:
-        assert torch.equal(got[0], expected[0])
+    if hidden == 32 and torch.backends.cpu.get_cpu_capability() == "AVX2":  # (an AVX-512 CPU's kernels group the
+        assert torch.equal(got[0], expected[0])  # row otherwise: to rounding there, as measured on 2026-12-06)
     torch.testing.assert_close(got[0], expected[0], atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(got[1], expected[1], atol=1e-6, rtol=1e-5)
     assert got[2].keys() == expected[2].keys()
