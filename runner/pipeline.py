@@ -26,7 +26,7 @@ from runner.locks import release_locks, take_locks
 from runner.plan import Plan, device_plan, make_plan, wanted_probes, wanted_runs
 from runner.preflight.checks import run_preflight  # every input checked before any work
 from runner.profile import SpecError, load_profile
-from runner.records import load_result, write_json
+from runner.records import READS_FILE, load_result, write_json
 from runner.settings import Settings, existing
 from runner.stages.bilm_stages import restore_of_record
 from runner.stages.schedule import build_caches, run_stages
@@ -106,8 +106,8 @@ def _run(flags: argparse.Namespace, argv, writes_in: list) -> int:
             gpus, stage_device = device_and_locks(plan, settings)
             archive = restore_archived(plan.profile, [*plan.runs, *plan.probes], {**plan.run_dir, **plan.probe_dir},
                                        plan.results_dir)
-            inputs, finished = run_stages(plan, settings, wanted, gpus, stage_device, archive)
-            train(plan, settings, wanted, inputs, finished, gpus, stage_device, archive)
+            reads, finished = run_stages(plan, settings, wanted, gpus, stage_device, archive)
+            train(plan, settings, wanted, reads, finished, gpus, stage_device, archive)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -124,14 +124,14 @@ def device_and_locks(plan: Plan, settings: Settings):
     return gpus, stage_device
 
 
-def train(plan: Plan, settings: Settings, wanted, inputs, finished, gpus, stage_device, archive) -> None:
+def train(plan: Plan, settings: Settings, wanted, reads, finished, gpus, stage_device, archive) -> None:
     """The unfinished runs (their activation caches first), then the probe sweeps."""
     todo = [r for r in wanted if r not in finished]
     print(f"profile '{plan.profile.name}': {len(wanted)} runs in {len(plan.sweeps)} sweeps, "
           f"{len(wanted) - len(todo)} already finished, {len(todo)} to do; runs in {plan.runs_dir}")
     for run in todo:  # what the run reads, recorded with its result (runner/execution/freshness.py)
         plan.run_dir[run].mkdir(parents=True, exist_ok=True)
-        write_json(plan.run_dir[run] / "inputs.json", inputs[run])
+        write_json(plan.run_dir[run] / READS_FILE, reads[run])
     done = {r: under_way(plan.run_dir[r], r.knob_dict) for r in todo}
     going_on = [r for r in todo if done[r]]
     if going_on:  # runs cut off by the end of the last session first (runner/execution/training.py under_way)

@@ -12,6 +12,10 @@ from typing import Optional, Sequence, Tuple
 from elmo_module.device import cpu_name
 from runner.paths import REPO
 
+# What a run reads, {path: sha256} (runner/execution/freshness.py), written by the runner before the run starts and
+# kept in its attempts and its result.json as "reads".
+READS_FILE = "reads.json"
+
 
 def differs_from_head(tracked: Sequence[str], untracked: Sequence[str], repo: Path) -> bool:
     """Whether a tracked file under the pathspecs ``tracked`` differs from HEAD, or git does not know yet (and does

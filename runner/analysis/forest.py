@@ -26,9 +26,6 @@ from scipy import stats as scipy_stats  # noqa: E402
 from runner.records import write_atomic  # noqa: E402
 
 FAMILIES = ("Table 1", "Table 2", "Table 3", "Figure 1", "word vectors", "Sec. 5.4", "probes")
-PREFIX_FAMILY = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "figure1": "Figure 1",
-                 "word_vectors": "word vectors", "sec5.4": "Sec. 5.4", "table4": "probes", "table5": "probes",
-                 "table6": "probes"}
 # the unit of a family's differences: Sec. 5.4 counts epochs (runner/analysis/claims.py updates_claim), the rest metric
 # points; one x-scale per unit, zero at the same place in both
 UNIT = {"Sec. 5.4": "epochs"}
@@ -53,28 +50,14 @@ Z95 = 1.959963984540054
 
 # ---- claims -----------------------------------------------------------------------------------------------------
 
-def family_of(claim: dict) -> str:
-    """The claim's family: its own field, else from its id's sweep prefix (older claims.json), else its section."""
-    if claim.get("family"):
-        return claim["family"]
-    for prefix in sorted(PREFIX_FAMILY, key=len, reverse=True):
-        if claim.get("id", "").startswith(prefix + "."):
-            return PREFIX_FAMILY[prefix]
-    return str(claim.get("section") or "other").split(" (")[0]
-
-
 def view(claim: dict, name: str) -> Optional[dict]:
     return next((v for v in claim.get("views") or [] if v.get("view") == name), None)
 
 
 def normalised(claim: dict) -> dict:
-    """A claim with the optional fields of the current claims.json filled in for older files."""
+    """A claim of claims.json with the key its colour is drawn from (a not-decidable claim that leans against the
+    paper has its own)."""
     claim = dict(claim)
-    claim["family"] = family_of(claim)
-    claim.setdefault("counted", True)
-    if claim.get("p") is None:  # older files: the larger p of the views that have one
-        ps = [v["p"] for v in claim.get("views") or [] if v.get("p") is not None]
-        claim["p"] = max(ps) if ps else None
     verdict = claim.get("verdict", "not decidable")
     claim["colour_key"] = "leans against the paper" if claim.get("against_paper") and verdict == "not decidable" \
         else verdict

@@ -3,8 +3,8 @@ as filters, the forest plot inline, the tables, the figures with captions, every
 forest plot's files claims.png/.svg (runner/analysis/forest.py).
 
 Reads only what the table build already wrote in results/<profile>/: claims.json, summary.json, tableN.md,
-figureN.png. Older claims.json files without the families and adjusted p-values still render: the family comes from
-the claim id, the p shown is the claim's unadjusted one, and the page says so. The page is offline: inline CSS, SVG
+figureN.png. A claims.json of an earlier version (no families, no counts) is refused in one line that says how to
+build it again (``--build-only``). The page is offline: inline CSS, SVG
 and script, images by relative path. With ``#measure`` in its URL its script writes layout measurements into the page
 (tests/runner/test_page_browser.py reads them back from headless Chromium).
 """
@@ -54,10 +54,17 @@ def read_claims(out_dir: Path) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
         raise ReportError(f"{path}: key 'claims': expected a list of claims, found "
                           f"{type(data.get('claims') if isinstance(data, dict) else data).__name__}")
+    for claim in data["claims"]:  # the current format only (an earlier one is built again, never guessed at)
+        keys = sorted(claim) if isinstance(claim, dict) else []
+        missing = [k for k in ("id", "family", "counted", "verdict") if k not in keys] + \
+            ([] if "summary" in data else ["summary"])
+        if missing:
+            raise ReportError(f"{path}: claim {claim.get('id', '?') if keys else '?'}: expected the keys "
+                              f"{', '.join(missing)} of the current claims file, found "
+                              f"{', '.join(keys) or type(claim).__name__}: build it again with python -m runner "
+                              f"--profile NAME --build-only")
     claims = [normalised(c) for c in data["claims"]]
-    summary = data.get("summary") or {"claims": len(claims), "counted": sum(c["counted"] for c in claims),
-                                      **{v: sum(c.get("verdict") == v for c in claims if c["counted"])
-                                         for v in ("supports", "contradicts", "not decidable")}}
+    summary = data["summary"]
     return {"summary": summary, "rule": data.get("rule"), "claims": claims, "sensitivity": data.get("sensitivity"),
             "adjusted": any(c.get("p_holm") is not None for c in claims)}
 
@@ -217,7 +224,7 @@ def paper_form(claim: dict) -> str:
 def ours_form(part: dict, ours: str = "") -> str:
     """Our means as 'plus − minus = difference' ((a − b) − (c − d) for a difference of gains)."""
     means, diff = part.get("means") or [], part.get("diff")
-    if diff is None:  # older files: the first view's
+    if diff is None:  # a claim of views only (the probes'): the first view's
         diff = next((v["diff"] for v in part.get("views") or [] if isinstance(v.get("diff"), (int, float))), None)
     if not isinstance(diff, (int, float)):
         return "—"

@@ -181,8 +181,9 @@ def build_table(sweep: dict, cells: list, paper: dict, out_dir: Path, provenance
             means[label] = agg["mean"]
             text = cell_text(agg, decimals, notes, f"{task}/{label}")
             entry = dict(task=task, column=label, x=None, paper=paper_table.get(label, {}).get(task), **agg)
-            if later:  # seeds added after the first results: beside the declared cell, labelled, kept apart
-                everything = pooled[label] = aggregate(groups[(task, label, None)], split)
+            everything = aggregate(groups[(task, label, None)], split) if later else None
+            if everything and everything["values"]:  # seeds added after the first results, beside, labelled
+                pooled[label] = everything  # (none finished yet, as in a --build-only before any run: no pooled cell)
                 declared, extra_seeds = sorted(agg["by_seed"]), sorted(set(everything["by_seed"]) - set(agg["by_seed"]))
                 marks[label] = later_mark(later, declared, extra_seeds, notes, task)
                 text = with_later(text, declared, extra_seeds, mean_std_text(everything["mean"], everything["std"],

@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from runner.execution.freshness import Checksums, input_paths, run_inputs, settle_stale, stale_inputs
+from runner.execution.freshness import Checksums, changed_reads, run_reads, settle_stale
 from runner.execution.training import PREDICTIONS
 from runner.paths import repo_path
 from runner.records import load_result, repo_relative, write_json
@@ -113,18 +113,17 @@ def set_aside(archived: dict, stale: Path) -> bool:
 
 
 def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: bool = False, mixed: bool = True):
-    """(inputs of each run, the runs that are finished and current). A result.json that is empty or cut short is
-    not finished (warning naming it; redone). A finished run whose input files changed since is *stale*: the
-    runner stops and lists them (a silently redone run could throw away days of GPU time over an innocent change,
-    a silently kept one mixes old results into new tables); ``--redo-stale`` moves their result.json aside to
-    result.stale.json and trains them again. Results written before inputs were recorded cannot be checked: a
-    warning says how many. ``mixed``: refuse runs that read different bytes at one path (_check_same_bytes)."""
+    """(what each run reads now, the runs that are finished and current). A result.json that is empty or cut short
+    is not finished (warning naming it; redone). A finished run whose record of what it read (``reads``) differs from
+    today's files is *stale* (runner/execution/freshness.py changed_reads): the runner stops and lists them (a
+    silently redone run could throw away days of GPU time over an innocent change, a silently kept one mixes old
+    results into new tables); ``--redo-stale`` moves their result.json aside to result.stale.json and trains them
+    again. ``mixed``: refuse runs that read different bytes at one path (_check_same_bytes)."""
 
     checksums = Checksums(runs_dir / ".checksums.json")
-    inputs, finished, stale, unverified, read = {}, set(), [], 0, {}
+    reads, finished, stale, read = {}, set(), [], {}
     for run in runs:
-        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
-        inputs[run] = run_inputs(paths, checksums, repo_path)
+        reads[run] = run_reads(run, checksums)
         result, problem = load_result(run_dir[run] / "result.json")
         if not build_only and (run_dir[run] / "result.json").is_dir():  # a training could not write its result
             raise SpecError(f"{problem}: remove it, and the run is trained again")
@@ -133,23 +132,18 @@ def check_finished(runs, run_dir, runs_dir: Path, redo_stale: bool, build_only: 
                                                        if build_only else "unfinished, it runs again"), file=sys.stderr)
         if result is None:
             continue
-        if result.get("inputs") is None:
-            unverified += 1
-        changed = stale_inputs(result.get("inputs"), inputs[run], paths)
+        changed = changed_reads(result.get("reads"), reads[run])
         if changed:
             stale.append((run, changed))
         else:
             finished.add(run)
-            read[run_dir[run]] = {paths[k]: v for k, v in (result.get("inputs") or {}).items() if paths.get(k) and v}
+            read[run_dir[run]] = {p: v for p, v in result["reads"].items() if v}
     checksums.save()
-    if unverified:
-        print(f"warning: {unverified} finished runs in {runs_dir} were written before the runner recorded what they "
-              f"read; their data and weights cannot be checked", file=sys.stderr)
     settle_stale([(run_dir[run], changed) for run, changed in stale], redo_stale, "runs", "train",
                  LEFT_OUT if build_only else "runs again")
     if mixed:
         _check_same_bytes(read)
-    return inputs, finished
+    return reads, finished
 
 
 def _check_same_bytes(read: dict) -> None:

@@ -1,10 +1,19 @@
-"""What a run read: the checksums of its data, biLM and GloVe files, part of the identity of a finished run.
+"""Is an artifact current? One record and one rule for task runs, probe runs, the biLM stages and the word vectors.
 
-A run's directory name comes from its knobs, so a data or weights file changed at the same path would otherwise leave
-the old result looking current. The runner records these checksums with the result (``inputs`` in result.json) and
-compares them on every later invocation (runner/execution/archive.py check_finished decides what to do with a stale
-run). Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small file keyed by (path, size, mtime_ns): a
-file is read again only when one of those changes.
+Every artifact the runner makes records what it read, ``"reads": {path as given: sha256}`` (None for a path that
+cannot be checked here: an ``hf:`` name, a file not present), and a stage also what it made it with
+(``"settings"``) and what it wrote (``"writes": {name: sha256}``):
+
+- a task or probe run: in its result.json (and, while it trains, in reads.json and its attempts);
+- a biLM stage: in stage_args.json beside its output (runner/stages/bilm_stages.py);
+- the word vectors: in vectors.json (runner/stages/word_vectors.py).
+
+``changed_reads`` is the one rule: a path whose bytes differ, or that is read now and was not then (or was then and
+is not now), makes the artifact stale; a checksum that is None on either side is not compared; a record that names
+no reads at all is not current. A run's directory name comes from its knobs, so a data or weights file changed at
+the same path would otherwise leave the old result looking current (runner/execution/archive.py check_finished
+decides what to do with a stale run). Hashing a 5 GB GloVe file takes a minute, so checksums are kept in a small
+file keyed by (path, size, mtime_ns): a file is read again only when one of those changes.
 """
 import functools
 import hashlib
@@ -12,8 +21,9 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
+from elmo_module.errors import ElmoInputError
 from runner.paths import repo_path
 from runner.records import load_result
 from runner.spec import SpecError
@@ -52,10 +62,7 @@ def input_paths(task: str, knobs: Dict[str, str], uses_elmo: bool) -> Dict[str, 
     encoder = knobs.get("ENCODER", "elmo")
     if uses_elmo and encoder != "elmo":  # a transformer's directory (every file below it); not the biLM's files
         paths = {k: v for k, v in paths.items() if not k.startswith("ELMO_")}
-        if not encoder.startswith("hf:"):  # (a hub name is transformers' cache, not a file of the run's)
-            from elmo_module.transformer import model_source  # (torch behind it: loaded for a transformer only)
-
-            paths["ENCODER"] = model_source(encoder) if encoder.startswith("pkg:") else encoder
+        paths["ENCODER"] = encoder  # (pkg:/hf: as given: resolve)
     return paths
 
 
@@ -107,32 +114,75 @@ class Checksums:
             tmp.unlink(missing_ok=True)
 
 
-def run_inputs(paths: Dict[str, str], checksums: Checksums, resolve) -> Dict[str, Optional[str]]:
-    """Knob -> sha256 of the file it names (``paths``: input_paths); None for an empty one (no GloVe) or a path that
-    is not here (--build-only on another machine, an hf: dataset: not checked). ``resolve`` turns a knob value into
-    a path (relative to the repository)."""
-    inputs = {}
-    for name, value in paths.items():
-        path = resolve(value) if value and "${" not in value else None
-        inputs[name] = checksums.of(path) if path is not None and path.exists() else None
-    return inputs
+def resolve(given: str) -> Optional[Path]:
+    """The file or directory a recorded path names here: relative to the repository, or an installed package's
+    directory for ``pkg:`` (elmo_module/transformer.py model_source); None where there is nothing here to hash (an
+    ``hf:`` name is transformers' cache, a ``${...}`` left unexpanded, a package not installed)."""
+    if not given or "${" in given or given.startswith("hf:"):
+        return None
+    if given.startswith("pkg:"):
+        from elmo_module.transformer import model_source  # (torch behind it: transformer runs only)
+
+        try:
+            return Path(model_source(given))
+        except ElmoInputError:
+            return None
+    return repo_path(given)
 
 
-def stale_inputs(recorded: Optional[dict], current: Dict[str, Optional[str]], paths: Dict[str, str]) -> list:
-    """The inputs that changed since a run finished: 'KNOB (path)' for each checksum that differs. Inputs not
-    checkable now (None on either side: runs recorded before the bundled files were checked, too) are not
-    reported."""
-    return [f"{name} ({paths.get(name, '')})" for name, digest in current.items()
-            if digest and (recorded or {}).get(name) and recorded[name] != digest]
+def reads(paths, checksums: Optional[Checksums] = None, key=str) -> Dict[str, Optional[str]]:
+    """key(path as given) -> sha256 of its bytes now (None where it cannot be checked here: ``resolve``): what an
+    artifact reads, as its record keeps it. Empty paths (a knob set to nothing: no GloVe) read nothing. ``key``: how
+    the record names a path (the probes: runner/paths.py canonical, the same under any DATA_DIR)."""
+    checksums = checksums or _IN_PROCESS
+    sums = {}
+    for given in paths:
+        path = resolve(str(given)) if given else None
+        if given:
+            sums[key(str(given))] = checksums.of(path) if path is not None and path.exists() else None
+    return sums
+
+
+def run_reads(run, checksums: Optional[Checksums] = None) -> Dict[str, Optional[str]]:
+    """What a task run reads (its data, word vectors, biLM or transformer): ``reads`` of ``input_paths``."""
+    return reads(input_paths(run.task, run.knob_dict, run.uses_elmo).values(), checksums)
+
+
+MIGRATE = "python -m tools.migrate_records"  # brings records of an earlier version to this format, once
+NOT_RECORDED = f"(what it read: not recorded; a record of an earlier version is brought up to date by {MIGRATE})"
+
+
+def in_format(record: dict, path: Path) -> dict:
+    """A stage's ``record`` (read from ``path``) if it is in the one format (it names its reads); else a one-line
+    SpecError naming the migration tool: an older record is never taken for a stale one (its stage made again)."""
+    if record and "reads" not in record:
+        raise SpecError(f"{path}: expected a record with 'reads' (the one format of runner/execution/freshness.py), "
+                        f"found one of an earlier version ({', '.join(sorted(record))}): run {MIGRATE} once")
+    return record
+
+
+def changed_reads(recorded: Optional[Dict[str, Optional[str]]], current: Dict[str, Optional[str]]) -> List[str]:
+    """The one rule of freshness: the paths whose bytes differ between an artifact's record and today's files. A path
+    read then and not now, or now and not then, counts (another file); a checksum that is None on either side (not
+    checkable there: an hf: name, a file not present) is not compared. A record with no reads is not current."""
+    if recorded is None:
+        return [NOT_RECORDED]
+    both = sorted(set(recorded) | set(current))
+    return [p for p in both if recorded.get(p, "") is not None and current.get(p, "") is not None
+            and recorded.get(p) != current.get(p)]
+
+
+def changed_writes(record: dict, out: Path) -> List[Tuple[str, Optional[str], str]]:
+    """(name, recorded sha256, sha256 now or '(missing)') of each file a stage's record says it wrote into ``out``
+    that is not those bytes now: a cut or replaced output, which a stage refuses rather than reuse."""
+    found = {name: sha256_of(out / name) if (out / name).is_file() else "(missing)" for name in record["writes"]}
+    return [(name, digest, found[name]) for name, digest in record["writes"].items() if found[name] != digest]
 
 
 def settle_stale(stale: list, redo: bool, what: str, verb: str, note: str = "runs again") -> None:
     """``stale``: (run directory, changed inputs) of finished ``what`` (task runs, probe runs). Without ``redo``, a
     SpecError lists them; with it, each result.json is moved to result.stale.json so that the run ``verb``s again
     (``note``: what the line printed for each says comes of it)."""
-    import os
-
-
     if stale and not redo:
         lines = [f"  - {directory}: {', '.join(changed)}" for directory, changed in stale]
         raise SpecError(f"{len(stale)} finished {what} read files that have changed since (stale results):\n" +
@@ -143,29 +193,13 @@ def settle_stale(stale: list, redo: bool, what: str, verb: str, note: str = "run
         print(f"stale, {note}: {directory} ({', '.join(changed)} changed)")
 
 
-# ---------------------------------------------------------------- what a stage read and wrote
-
-# The stages (runner/stages/word_vectors.py, runner/stages/bilm_stages.py) are keyed as runs are: on the bytes of the
-# files they read. Their
-# records keep {path: sha256}; the checksums are computed in this process, kept by (size, mtime) while it lives.
+# The stages' checksums are computed in this process, kept by (size, mtime) while it lives.
 _IN_PROCESS = Checksums(Path(os.devnull))  # never saved (a stage's corpus is hashed once per runner invocation)
 
 
 def sha256_of(path: Path) -> str:
     """sha256 of a file, or of a directory (every file below, by relative path): Checksums.of."""
     return _IN_PROCESS.of(Path(path))
-
-
-def stage_sums(paths, resolve) -> Dict[str, Optional[str]]:
-    """Path as given -> its sha256 (None for one not here): what a stage reads, recorded with its output."""
-    return {str(p): (sha256_of(resolve(str(p))) if resolve(str(p)).exists() else None) for p in paths}
-
-
-def changed_sums(recorded: Dict[str, Optional[str]], current: Dict[str, Optional[str]]) -> list:
-    """The paths whose bytes differ between a stage's record and today's files; a path read then and not now, or
-    now and not then, counts (another file); one not here now (None: a source no longer needed) is not checked."""
-    return [path for path in sorted(set(recorded) | set(current))
-            if recorded.get(path) != current.get(path) and not (path in current and current[path] is None)]
 
 
 def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
@@ -176,8 +210,7 @@ def unfinished_or_stale(runs, run_dir, runs_dir: Path) -> list:
     checksums, todo = Checksums(runs_dir / ".checksums.json"), []
     for run in runs:
         result = load_result(run_dir[run] / "result.json")[0]
-        paths = input_paths(run.task, run.knob_dict, run.uses_elmo)
-        if result is None or stale_inputs(result.get("inputs"), run_inputs(paths, checksums, repo_path), paths):
+        if result is None or changed_reads(result.get("reads"), run_reads(run, checksums)):
             todo.append(run)
     checksums.save()
     return todo

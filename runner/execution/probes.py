@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from runner.execution.freshness import settle_stale
+from runner.execution.freshness import changed_reads, reads, settle_stale
 from runner.execution.training import last_error_line
 from runner.paths import REPO, canonical, data_hint, expand, repo_path
 from runner.records import write_json
@@ -83,10 +83,10 @@ def probe_files(run: ProbeRun) -> List[str]:
             for value in values if value and "${" not in value]
 
 
-def probe_inputs(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
-    """path -> sha256 of what the probe reads now (None for a path not here), as task runs record theirs."""
-    return {canonical(path): checksums.of(repo_path(path)) if repo_path(path).exists() else None
-            for path in probe_files(run)}
+def probe_reads(run: ProbeRun, checksums) -> Dict[str, Optional[str]]:
+    """What the probe reads now, recorded as task runs record theirs (runner/execution/freshness.py reads), each
+    path named as under the default data root (the same record whatever DATA_DIR is)."""
+    return reads(probe_files(run), checksums, key=canonical)
 
 
 def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], checksums, redo: bool,
@@ -94,26 +94,18 @@ def check_finished_probes(runs: List[ProbeRun], run_dir: Dict[ProbeRun, Path], c
     """A finished probe run whose biLM or data changed since is stale, as a task run is (runner/execution/archive.py
     check_finished): listed with a SpecError, or with ``redo`` its result.json moved to result.stale.json and run
     again (``note``: what comes of it, as ``settle_stale`` prints). Without this a profile's remade biLM (another
-    machine's bytes, other stage args) kept the old probe tables as if they were its own. Results recorded before
-    probe runs kept their inputs cannot be checked (warned)."""
+    machine's bytes, other stage args) kept the old probe tables as if they were its own (the one rule of
+    runner/execution/freshness.py changed_reads)."""
 
-    stale, unverified = [], 0
+    stale = []
     for run in runs:
         path = run_dir[run] / "result.json"
         if not path.is_file():
             continue
-        recorded = json.loads(path.read_text()).get("inputs")
-        if recorded is None:
-            unverified += 1
-            continue
-        now = probe_inputs(run, checksums)
-        changed = [p for p, digest in now.items() if digest and recorded.get(p) and recorded[p] != digest]
+        changed = changed_reads(json.loads(path.read_text()).get("reads"), probe_reads(run, checksums))
         if changed:
             stale.append((run, changed))
     checksums.save()
-    if unverified:
-        print(f"warning: {unverified} finished probe runs were written before the runner recorded what they read; "
-              f"their biLM and data cannot be checked", file=sys.stderr)
     settle_stale([(run_dir[run], changed) for run, changed in stale], redo, "probe runs", "run", note)
 
 
@@ -143,7 +135,7 @@ def execute_probe(run: ProbeRun, run_dir: Path, threads: int, cache_dir: Optiona
     result.update({"run_id": run_dir.name, "sweep": run.sweep, "wall_time_s": wall, "log": str(log),
                    "command": command})
     if checksums is not None:  # what it read, for check_finished_probes
-        result["inputs"] = probe_inputs(run, checksums)
+        result["reads"] = probe_reads(run, checksums)
     write_json(result_path, result)
     return {"status": "done", "skipped": False, **result}
 

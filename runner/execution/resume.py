@@ -1,7 +1,7 @@
 """Where an unfinished run goes on from: the checkpoint of an earlier attempt, or nothing (it starts over, saying why).
 
 A run goes on (``allennlp train --recover``) only from a checkpoint made with the same knobs, the same input files
-(inputs.json), the same machine and torch (runner/execution/training.py hardware()) and the same training code
+(reads.json), the same machine and torch (runner/execution/training.py hardware()) and the same training code
 (TRAINING_CODE, its docs aside): so that a run cut off by the end of a session (a small SQuAD run takes hours) loses at
 most one epoch and ends as the run never stopped would have: the same epochs, the same best epoch's model tested, the
 same predictions (tests/runner/test_resume.py). allennlp restores the weights, optimizer, learning-rate schedule and
@@ -125,7 +125,7 @@ def _last_checkpoint(model_dir: Path) -> Tuple[Optional[int], Optional[str]]:
 def resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int], Optional[str]]:
     """The earlier attempts of an unfinished run, the epochs completed at the checkpoint the next attempt goes on
     from (``allennlp train --recover``), or None to start from scratch, and then why (None where no attempt was made
-    before). ``started``: the attempt about to start (its commit, hardware, knobs, inputs: runner/execution/training.py
+    before). ``started``: the attempt about to start (its commit, hardware, knobs, reads: runner/execution/training.py
     _attempt)."""
     if (run_dir / "failed.json").is_file():  # the last attempt crashed: going on could only crash the same way
         return [], None, "its last attempt crashed (failed.json)"
@@ -134,7 +134,7 @@ def resume_from(run_dir: Path, started: dict) -> Tuple[List[dict], Optional[int]
     try:
         attempts = json.loads((run_dir / ATTEMPTS).read_text())
         last = attempts[-1]
-        changed = [what for key, what in (("knobs", "its knobs"), ("inputs", "the files it reads (inputs.json)"),
+        changed = [what for key, what in (("knobs", "its knobs"), ("reads", "the files it reads (reads.json)"),
                                           ("hardware", "the machine or torch")) if last.get(key) != started[key]]
         if not _same_code_between(last, started):
             changed.append("the training code (" + ", ".join(TRAINING_CODE[:3]) + ")")

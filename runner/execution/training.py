@@ -1,7 +1,7 @@
 """One run = one ``allennlp train`` of a task config with its knobs, in its own directory; executors run many.
 
 A run directory holds ``log.txt`` (the run's full output, progress bars included), ``model/`` (allennlp's serialization
-dir), ``inputs.json`` (the checksums of the files the run reads, written by the runner before it starts) and, once
+dir), ``reads.json`` (the checksums of the files the run reads, written by the runner before it starts) and, once
 finished, ``result.json`` (written last, atomically, with those checksums): a run is finished if and only if that file
 holds a complete JSON result. Anything else is unfinished and is started again, from its last epoch checkpoint where it
 can (``attempts.json``, runner/execution/resume.py) or from scratch; a crash leaves ``failed.json`` (removed again when
@@ -28,7 +28,7 @@ from runner.execution.evidence import BATCHING_SCREEN, PREDICTIONS, SCREENED, ad
 from runner.execution.resume import ATTEMPTS, resume_cache, resume_from, training_code_changed
 from runner.metrics import percent, split_metric
 from runner.paths import REPO
-from runner.records import git_commit, hardware, load_result, made_record, write_json
+from runner.records import READS_FILE, git_commit, hardware, load_result, made_record, write_json
 
 INCLUDES = ["--include-package", "tasks", "--include-package", "elmo_module.allennlp_adapter"]
 HEAVY_FILES = ("best.th", "model.tar.gz")  # the frozen biLM is inside; results do not need them
@@ -76,11 +76,11 @@ def train_command(task: str, model_dir: Path) -> List[str]:
 
 
 def _attempt(run_dir: Path, knobs: Dict[str, str]) -> dict:
-    """The attempt about to start: the code the training reads as it starts, the machine, knobs and inputs."""
-    inputs_path = run_dir / "inputs.json"
+    """The attempt about to start: the code the training reads as it starts, the machine, knobs and what it reads."""
+    reads_path = run_dir / READS_FILE
     return {"commit": git_commit(), "training_code_changed": training_code_changed(), "hardware": hardware(),
             "knobs": knobs, "started": round(time.time(), 1),
-            "inputs": json.loads(inputs_path.read_text()) if inputs_path.is_file() else None}
+            "reads": json.loads(reads_path.read_text()) if reads_path.is_file() else None}
 
 
 def under_way(run_dir: Path, knobs: Dict[str, str]) -> Optional[int]:
@@ -178,7 +178,7 @@ def execute_run(task: str, knobs: Dict[str, str], run_dir: str, extra_env: Dict[
               "metrics": metrics, "epochs": [{"epoch": m.get("epoch"), "training": m.get(f"training_{metric}"),
                                               "validation": m.get(f"validation_{metric}")} for m in epochs],
               "mix_weights": json.loads(mix_path.read_text()) if mix_path.is_file() else None,
-              "inputs": attempt["inputs"],
+              "reads": attempt["reads"],
               "wall_time_s": wall, "log": str(log), "made": made_record(attempts[0]["commit"]),
               "attempts": [{k: a[k] for k in ("commit", "from_epoch", "started") if k in a} for a in attempts]
               if len(attempts) > 1 else None,

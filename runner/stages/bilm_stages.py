@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execution.freshness import changed_sums, input_paths, sha256_of, stage_sums
+from runner.execution.freshness import changed_reads, changed_writes, in_format, input_paths, reads, sha256_of
 from runner.execution.training import LIVE, LIVE_LOCK, STOPPING, child_pythonpath, die_with_parent
 from runner.paths import REPO, canonical, expand, repo_path
 from runner.profile import Profile, SpecError
@@ -47,7 +47,7 @@ def stage_option(stage_args: List[str], name: str) -> Optional[str]:
     return stage_args[at] if at < len(stage_args) else None
 
 
-SETTINGS = "stage_args.json"  # the profile's args a stage's output was made with (runner-written, beside its files)
+SETTINGS = "stage_args.json"  # a stage's freshness record, beside its files: args, reads, writes (runner-written)
 
 
 def stage_options(stage_args: List[str]) -> Dict[str, List[str]]:
@@ -65,14 +65,14 @@ def stage_options(stage_args: List[str]) -> Dict[str, List[str]]:
 def check_settings(out: Path, stage_args: List[str], what: str) -> None:
     """A stage's output made with other args than the profile's now is neither reused nor resumed (a finished
     pretraining was "done" whatever its args; a checkpoint went on under the new ones): a one-line error naming the
-    options that differ. Outputs written before the runner recorded args are not checked. Paths are compared as the
+    options that differ. Paths are compared as the
     files they name under the default data root (runner/paths.py canonical): a stage recorded with
     ``../shared/data/x`` was made by a profile now written ``${DATA_DIR}/x``, whatever DATA_DIR is (the bytes are
     keyed apart: _changed)."""
     path = out / SETTINGS
     if not path.is_file():
         return
-    old, new = stage_options(json.loads(path.read_text())["args"]), stage_options(stage_args)
+    old, new = stage_options(_recorded(out).get("settings") or []), stage_options(stage_args)
 
     def shown(options, name):
         return "(absent)" if name not in options else " ".join(options[name]) or "(set)"
@@ -89,11 +89,11 @@ def check_settings(out: Path, stage_args: List[str], what: str) -> None:
                         f"the profile's args back")
 
 
-def _record_settings(out: Path, stage_args: List[str], inputs: Dict[str, Optional[str]], outputs: dict = None) -> None:
-    """OUT/stage_args.json: the args, the sha256 of the files the stage read (``inputs``) and, once it is done, of
-    the files it wrote (``outputs``): a stage is keyed as a run is (runner/execution/freshness.py)."""
+def _record_settings(out: Path, stage_args: List[str], read: Dict[str, Optional[str]], writes: dict = None) -> None:
+    """OUT/stage_args.json, the freshness record of runner/execution/freshness.py: the args (``settings``), the
+    sha256 of the files the stage read (``reads``) and, once it is done, of the files it wrote (``writes``)."""
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / SETTINGS, {"args": stage_args, "inputs": inputs, **({"outputs": outputs} if outputs else {})})
+    write_json(out / SETTINGS, {"settings": stage_args, "reads": read, **({"writes": writes} if writes else {})})
 
 
 OUTPUTS = ("options.json", "weights.hdf5")  # what the runs read of a stage (ELMO_OPTIONS, ELMO_WEIGHTS)
@@ -101,20 +101,17 @@ OUTPUTS = ("options.json", "weights.hdf5")  # what the runs read of a stage (ELM
 
 def _recorded(out: Path) -> dict:
     try:
-        return json.loads((out / SETTINGS).read_text())
+        record = json.loads((out / SETTINGS).read_text())
     except (OSError, ValueError):
         return {}
+    return in_format(record, out / SETTINGS)
 
 
-def _changed(out: Path, inputs: Dict[str, Optional[str]]) -> List[str]:
-    """The files whose bytes changed since the stage in OUT read them (its stage_args.json); a record that names
-    none (an output the runner did not make) counts as changed: the stage is made again."""
+def _changed(out: Path, now: Dict[str, Optional[str]]) -> List[str]:
+    """The files whose bytes changed since the stage in OUT read them (its stage_args.json: changed_reads); a record
+    that names none (an output the runner did not make) counts as changed: the stage is made again."""
     record = _recorded(out)
-    if not record:
-        return []
-    if "inputs" not in record:
-        return [f"(what {out} read: not recorded)"]
-    return changed_sums(record["inputs"], inputs)
+    return changed_reads(record.get("reads"), now) if record else []
 
 
 def _check_outputs(out: Path, what: str) -> None:
@@ -124,16 +121,14 @@ def _check_outputs(out: Path, what: str) -> None:
     record = _recorded(out)
     if not record or not all((out / name).is_file() for name in OUTPUTS):
         return
-    now = {name: sha256_of(out / name) for name in OUTPUTS}
-    if "outputs" not in record:
-        _record_settings(out, record["args"], record.get("inputs", {}), now)
+    if "writes" not in record:  # just made: what it wrote is recorded now
+        _record_settings(out, record["settings"], record["reads"], {name: sha256_of(out / name) for name in OUTPUTS})
         return
-    for name in OUTPUTS:
-        if record["outputs"].get(name) != now[name]:
-            raise SpecError(f"{what}: {out / name} does not match its record in {out / SETTINGS} (sha256 "
-                            f"{str(record['outputs'].get(name))[:12]}, found {now[name][:12]}, "
-                            f"{(out / name).stat().st_size:,} bytes): remove {out} to make it again (the runs "
-                            f"that read it then train again)")
+    for name, recorded, found in changed_writes(record, out):
+        size = f", {(out / name).stat().st_size:,} bytes" if (out / name).is_file() else ""
+        raise SpecError(f"{what}: {out / name} does not match its record in {out / SETTINGS} (sha256 "
+                        f"{str(recorded)[:12]}, found {found[:12]}{size}): remove {out} to make it again (the runs "
+                        f"that read it then train again)")
 
 
 def _files(stage_args: List[str], flags) -> List[str]:
@@ -152,7 +147,7 @@ def _files(stage_args: List[str], flags) -> List[str]:
 def pretrain_inputs(stage_args: List[str]) -> Dict[str, Optional[str]]:
     """What a pretraining reads: its options file, training and held-out text."""
 
-    return stage_sums(_files(stage_args, ("--options", "--train", "--heldout")), repo_path)
+    return reads(_files(stage_args, ("--options", "--train", "--heldout")))
 
 
 def finetune_inputs(source: List[str], task: str, knobs: Dict[str, str]) -> Dict[str, Optional[str]]:
@@ -164,7 +159,7 @@ def finetune_inputs(source: List[str], task: str, knobs: Dict[str, str]) -> Dict
              if (Path(flags["--from"][0]) / name).is_file()] if "--from" in flags else []
     files += [v[0] for k, v in flags.items() if k in ("--options", "--weights")]
     data = input_paths(task, knobs, uses_elmo=False)
-    return stage_sums(files + [data["TRAIN_PATH"], data["DEV_PATH"]], repo_path)
+    return reads(files + [data["TRAIN_PATH"], data["DEV_PATH"]])
 
 
 def pretraining_done(out: Path, stage_args: List[str]) -> bool:
@@ -237,7 +232,7 @@ def task_text(task: str, knobs: Dict[str, str], directory: Path) -> Dict[str, Pa
     files, data = {}, input_paths(task, knobs, uses_elmo=False)
     for split, key in (("train", "TRAIN_PATH"), ("dev", "DEV_PATH")):
         path = directory / f"{task}.{split}.txt"
-        source = stage_sums([data[key]], repo_path)  # the text is made again from a changed (or other) data file
+        source = reads([data[key]])  # the text is made again from a changed (or other) data file
         record = path.with_name(path.name + ".source.json")
         try:
             current = json.loads(record.read_text()) == source and path.is_file()
@@ -561,13 +556,12 @@ def restore_of_record(kept: dict) -> None:
     record, out = repo_path(kept["from"]), repo_path(kept["to"])
     if (out / "weights.hdf5").is_file() or not (record / "weights.hdf5").is_file():
         return
-    outputs = _recorded(record).get("outputs") or {}
-    for name in OUTPUTS:
-        found = sha256_of(record / name) if (record / name).is_file() else "(missing)"
-        if outputs.get(name) != found:
-            raise SpecError(f"bilm_of_record: {record / name} does not match its record in {record / SETTINGS} "
-                            f"(sha256 {str(outputs.get(name))[:12]}, found {found[:12]}): check it out again "
-                            f"(git checkout -- {record}) or remove the profile's key 'bilm_of_record'")
+    recorded = _recorded(record)
+    for name, digest, found in changed_writes({"writes": {n: None for n in OUTPUTS}, **recorded}, record):
+        raise SpecError(f"bilm_of_record: {record / name} does not match its record in {record / SETTINGS} "
+                        f"(sha256 {str(digest)[:12]}, found {found[:12]}): check it out again "
+                        f"(git checkout -- {record}) or remove the profile's key 'bilm_of_record'")
+    outputs = recorded["writes"]
     out.mkdir(parents=True, exist_ok=True)
     for name in _KEPT:
         if (record / name).is_file():

@@ -10,7 +10,7 @@ from runner.execution.jobs import execute, job_for
 from runner.execution.probes import missing_probe_inputs
 from runner.plan import wanted_probes
 from runner.profile import Profile, SpecError
-from runner.records import load_result, write_json
+from runner.records import READS_FILE, load_result, write_json
 from runner.settings import Settings
 from runner.spec import bilm_outputs, missing_inputs
 from runner.stages.bilm_stages import (
@@ -28,7 +28,7 @@ from runner.stages.word_vectors import check_vectors_settings, prepare_vectors, 
 def run_stages(plan, settings: Settings, wanted, gpus, stage_device, archive):
     """The data checked first, then the biLM stages (if the profile has its own biLM and an ELMo run is still to
     do: a fresh clone of a finished multi-session profile has no result missing, nor its biLM's weights, which stay
-    out of git), then their outputs; returns (inputs of each run, the finished runs)."""
+    out of git), then their outputs; returns (what each run reads, the finished runs)."""
 
     profile, run_dir = plan.profile, plan.run_dir
     # --redo-stale: the stale runs count as to do, so that their stages are brought up to date first
@@ -108,8 +108,8 @@ def train_baselines_beside_stages(profile: Profile, task_knobs, baselines, runs,
 
 
     # Before the vectors are made, runs that read other bytes at their path (a fresh machine's archive: runs of two
-    # machines) cannot be told apart: the check after the vectors stage (write_inputs, run_stages) settles them.
-    inputs, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=settings.redo_stale, mixed=not vectors)
+    # machines) cannot be told apart: the check after the vectors stage (write_reads, run_stages) settles them.
+    reads, finished = check_finished(baselines, run_dir, runs_dir, redo_stale=settings.redo_stale, mixed=not vectors)
     todo = [r for r in baselines if r not in finished]
     # The finished ones are checked against the vectors once they are made; those found stale then (with
     # --redo-stale: an earlier machine's runs) train in this slot too, not after the hours of pretraining.
@@ -121,13 +121,13 @@ def train_baselines_beside_stages(profile: Profile, task_knobs, baselines, runs,
           f"{f' (and those of {len(unchecked)} finished ones that the vectors show stale)' if unchecked else ''}; "
           "stage progress is in the logs named below", flush=True)
 
-    def write_inputs():  # what each baseline reads, its word vectors' checksum included (so only once they exist)
+    def write_reads():  # what each baseline reads, its word vectors' checksum included (so only once they exist)
         now, current = check_finished(baselines, run_dir, runs_dir, redo_stale=settings.redo_stale) if vectors else (
-            inputs, finished)
+            reads, finished)
         stale.update(r for r in unchecked if r not in current)
         for run in todo + sorted(stale, key=unchecked.index):
             run_dir[run].mkdir(parents=True, exist_ok=True)
-            write_json(run_dir[run] / "inputs.json", now[run])
+            write_json(run_dir[run] / READS_FILE, now[run])
 
     def timed(label, work):
         def call():
@@ -142,13 +142,13 @@ def train_baselines_beside_stages(profile: Profile, task_knobs, baselines, runs,
         def make_vectors():
             try:
                 prepare_vectors(profile.vectors)
-                write_inputs()
+                write_reads()
                 vectors_ok.append(True)
             finally:  # the baselines waiting for them go on (or, if they failed, are not started)
                 vectors_made.set()
         jobs.append(timed("word vectors", make_vectors))
     else:
-        write_inputs()
+        write_reads()
 
     def after_vectors() -> bool:
         vectors_made.wait()

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execution.freshness import changed_sums, sha256_of, stage_sums
+from runner.execution.freshness import changed_reads, changed_writes, in_format, reads, sha256_of
 from runner.paths import REPO, expand, repo_path
 from runner.records import keep_portable, repo_relative, write_atomic
 from runner.spec import SpecError
@@ -142,7 +142,8 @@ def train(args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    record = {"settings": settings(args), "inputs": stage_sums(args.train, Path), "gensim": gensim.__version__,
+    # the freshness record of runner/execution/freshness.py (settings, reads, writes), then what the files are
+    record = {"settings": settings(args), "reads": reads(args.train), "writes": {}, "gensim": gensim.__version__,
               "files": {}, "corpus": {}}
     for lowercase in sorted({case == "lowercase" for _, case in _dims(args.dims)}):
         corpus = _tokenized_corpus([Path(p) for p in args.train], out, lowercase)
@@ -164,8 +165,9 @@ def train(args) -> dict:
                                  "--min-count") from None
             path = out / file_name(dim, case)
             write_glove(model.wv, path)
+            record["writes"][path.name] = sha256_of(path)
             record["files"][str(dim)] = {"path": path.name, "case": case, "vocabulary": len(model.wv),
-                                         "bytes": path.stat().st_size, "sha256": sha256_of(path),
+                                         "bytes": path.stat().st_size,
                                          "train_s": round(time.time() - began, 1),
                                          **quality(model.wv, lowercase)}
         os.remove(corpus["path"])  # the tokenized text is large and cheap to make again
@@ -242,6 +244,7 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
         record = json.loads(path.read_text())
     except (OSError, ValueError):  # none yet, or cut short (it is written last, by rename: a stage never finished)
         return "not made yet"
+    in_format(record, path)
     wanted = parse_args([*args, "--out", str(out)])
     if record.get("settings") != settings(wanted):
         now = settings(wanted)
@@ -249,22 +252,18 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
                    if (record.get("settings") or {}).get(k) != now[k]]
         return f"{OTHER_SETTINGS} ({'; '.join(changed)})"
     # (the stage itself runs in the repository: runner/stages/bilm_stages.py call_stage)
-    current = stage_sums(wanted.train, repo_path)
-    if "inputs" not in record:  # not made by this stage (it records what it read): made again
-        return "its record names no checksums of the training files"
-    if changed_sums(record["inputs"], current):
-        return f"{', '.join(changed_sums(record['inputs'], current))} changed since they were made"
-    for f in record["files"].values():
-        vectors = out / f["path"]
-        if not vectors.is_file():
-            return f"{vectors.name} is missing"
-        if sha256_of(vectors) != f["sha256"]:
-            with open(vectors, "rb") as lines:
-                found = sum(block.count(b"\n") for block in iter(lambda: lines.read(1 << 22), b""))
-            raise SpecError(f"word vectors: {vectors} does not match its record in {path} ({f['vocabulary']:,} "
-                            f"words, sha256 {f['sha256'][:12]}; found {found:,} lines, sha256 "
-                            f"{sha256_of(vectors)[:12]}): remove {out} to make the vectors again (the runs that "
-                            f"read them then train again)")
+    changed = changed_reads(record["reads"], reads(wanted.train))
+    if changed:
+        return f"{', '.join(changed)} changed since they were made"
+    for name, recorded, found in changed_writes(record, out):
+        if found == "(missing)":
+            return f"{name} is missing"
+        vocabulary = next(f["vocabulary"] for f in record["files"].values() if f["path"] == name)
+        with open(out / name, "rb") as lines:
+            count = sum(block.count(b"\n") for block in iter(lambda: lines.read(1 << 22), b""))
+        raise SpecError(f"word vectors: {out / name} does not match its record in {path} ({vocabulary:,} words, "
+                        f"sha256 {recorded[:12]}; found {count:,} lines, sha256 {found[:12]}): remove {out} to make "
+                        f"the vectors again (the runs that read them then train again)")
     return None
 
 

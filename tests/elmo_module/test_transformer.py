@@ -205,7 +205,8 @@ def test_a_profile_with_an_encoder_column_trains_it_beside_elmo_and_the_baseline
     assert "activation cache for ner" in done.stdout + done.stderr  # the transformer's pooled layers, built once
     results = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/*/result.json")]
     [encoded] = [r for r in results if r["knobs"]["ENCODER"] != "elmo"]
-    assert "ENCODER" in encoded["inputs"] and "ELMO_WEIGHTS" not in encoded["inputs"]
+    assert encoded["knobs"]["ENCODER"] in encoded["reads"]  # the transformer's directory, not the biLM's files
+    assert not any(p.endswith(".hdf5") for p in encoded["reads"])
     assert len(encoded["mix_weights"]) == 1 and len(next(iter(encoded["mix_weights"].values()))["weights"]) == 3
     table = (tmp_path / "results" / "table1.md").read_text()
     assert "tiny BERT (ours)" in table and "ELMo" in table and "baseline" in table

@@ -265,7 +265,7 @@ def test_a_probe_run_whose_bilm_changed_is_stale(tmp_path, monkeypatch, capsys):
             "--no-cache"]
     assert main(argv) == 0
     [result] = (tmp_path / "runs").glob("probes/table6-*/result.json")
-    recorded = json.loads(result.read_text())["inputs"]
+    recorded = json.loads(result.read_text())["reads"]
     assert set(recorded) == {str(bundled / "tiny_options.json"), str(weights), "probes/sample_data/pos/train.txt",
                              "probes/sample_data/pos/dev.txt", "probes/sample_data/pos/test.txt"}
     before = json.loads(result.read_text())["layers"]
@@ -287,7 +287,7 @@ def test_a_probe_run_whose_bilm_changed_is_stale(tmp_path, monkeypatch, capsys):
         capsys.readouterr().out
     assert main([*argv, "--redo-stale"]) == 0
     assert (result.parent / "result.stale.json").is_file()
-    assert json.loads(result.read_text())["inputs"][str(weights)] != recorded[str(weights)]
+    assert json.loads(result.read_text())["reads"][str(weights)] != recorded[str(weights)]
     assert json.loads(result.read_text())["layers"] != before  # run again on the new weights
     assert main(argv) == 0
 

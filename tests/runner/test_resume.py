@@ -96,7 +96,7 @@ def _checkpointed_run(tmp_path, knobs, epochs=2, average=None):
     torch.save({"weights": "an older best"}, model / "best.th")  # killed before allennlp linked the new best
     (run_dir / execute.ATTEMPTS).write_text(json.dumps([{"commit": "abc1234", "hardware": execute.hardware(),
                                                          "knobs": knobs, "started": time.time() - 100,
-                                                         "from_epoch": 0, "inputs": None}]))
+                                                         "from_epoch": 0, "reads": None}]))
     return run_dir
 
 
@@ -214,7 +214,7 @@ def test_runs_under_way_go_on_first(tmp_path, fake_training, monkeypatch):
              if r.run_id == last.parent.name]
     (last.parent / execute.ATTEMPTS).write_text(json.dumps([{
         "commit": "abc1234", "hardware": execute.hardware(), "knobs": run.knob_dict, "started": time.time() - 100,
-        "from_epoch": 0, "inputs": json.loads((last.parent / "inputs.json").read_text())}]))
+        "from_epoch": 0, "reads": json.loads((last.parent / "reads.json").read_text())}]))
     fake_training.clear()
     assert runner_main.main(runner_args(tmp_path, path, "--jobs", "1")) == 0
     assert fake_training == [last, first]

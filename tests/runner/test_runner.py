@@ -358,7 +358,7 @@ def test_word_vectors_are_made_beside_the_pretraining_and_the_baselines_wait_for
     baseline = json.loads(results["none"].read_text())
     assert results["none"].stat().st_mtime - baseline["wall_time_s"] >= vectors_end - 1
     vectors = (tmp_path / "vectors" / "vectors.50d.lowercase.txt").read_bytes()
-    assert baseline["inputs"]["GLOVE_PATH"] == hashlib.sha256(vectors).hexdigest()
+    assert baseline["reads"][profile["task_knobs"]["ner"]["GLOVE_PATH"]] == hashlib.sha256(vectors).hexdigest()
 
 
 def test_a_stage_about_to_start_while_the_runner_stops_does_not_start(tmp_path):
@@ -414,7 +414,8 @@ def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_pat
                for r in [json.loads(p.read_text())]}
     assert len(archive) == 4, sorted(archive)
     (other, other_result), (_, kept_result) = archive[("none", 1)], archive[("none", 2)]
-    other.write_text(json.dumps({**other_result, "inputs": {**other_result["inputs"], "GLOVE_PATH": "f" * 64}}))
+    glove = profile["task_knobs"]["ner"]["GLOVE_PATH"]
+    other.write_text(json.dumps({**other_result, "reads": {**other_result["reads"], glove: "f" * 64}}))
     archive[("input", 2)][0].unlink()  # an ELMo run still to do: the biLM stages run again
     for made_here in ("runs", "vectors", "bilm", "bilm-ner"):  # a fresh machine: none of them in git
         shutil.rmtree(tmp_path / made_here)
@@ -423,12 +424,12 @@ def test_a_fresh_machine_resumes_an_archive_of_runs_made_on_two_machines(tmp_pat
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     vectors = hashlib.sha256((tmp_path / "vectors" / "vectors.50d.lowercase.txt").read_bytes()).hexdigest()
-    assert vectors == kept_result["inputs"]["GLOVE_PATH"]  # the same recipe on one CPU: the same bytes
-    assert f"stale, runs again: {tmp_path / 'runs' / 'ner' / other_result['run_id']} (GLOVE_PATH" in again.stdout
+    assert vectors == kept_result["reads"][glove]  # the same recipe on one CPU: the same bytes
+    assert f"stale, runs again: {tmp_path / 'runs' / 'ner' / other_result['run_id']} ({glove}" in again.stdout
     # ... trained beside the biLM stages (with the vectors' core), not after them: only the ELMo run is left then
     assert "4 runs in 1 sweeps, 3 already finished, 1 to do" in again.stdout, again.stdout
     remade = json.loads((tmp_path / "runs" / "ner" / other_result["run_id"] / "result.json").read_text())
-    assert remade["inputs"]["GLOVE_PATH"] == vectors and remade["made"] != other_result["made"]
+    assert remade["reads"][glove] == vectors and remade["made"] != other_result["made"]
     assert json.loads((tmp_path / "runs" / "ner" / kept_result["run_id"] / "result.json").read_text()) == kept_result
     assert (tmp_path / "runs" / "ner" / archive[("input", 2)][1]["run_id"] / "result.json").is_file()
 

@@ -195,7 +195,7 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     path = write_profile(tmp_path, task_knobs={"ner": {"TRAIN_PATH": str(data)}})
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     [result_path] = result_paths(tmp_path)
-    recorded = json.loads(result_path.read_text()).get("inputs")
+    recorded = json.loads(result_path.read_text()).get("reads")
 
     os.utime(data)  # touched, same bytes: still finished
     assert runner_main.main(runner_args(tmp_path, path)) == 0
@@ -205,14 +205,14 @@ def test_changed_data_makes_a_finished_run_stale(tmp_path, capsys, fake_training
     assert runner_main.main(runner_args(tmp_path, path)) == 2
     err = capsys.readouterr().err
     assert "1 finished runs read files that have changed since" in err
-    assert f"{result_path.parent}: TRAIN_PATH ({data})" in err and "--redo-stale" in err
+    assert f"{result_path.parent}: {data}" in err and "--redo-stale" in err
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # no table from stale results
-    assert recorded["TRAIN_PATH"] and recorded["DEV_PATH"]  # empty knob: the bundled sample, checked too
+    assert recorded[str(data)] and recorded["tasks/ner/sample_data/dev.txt"]  # empty knob: the bundled file too
     assert len(fake_training) == 1
 
     assert runner_main.main(runner_args(tmp_path, path, "--redo-stale")) == 0
     assert len(fake_training) == 2 and (result_path.parent / "result.stale.json").is_file()
-    assert json.loads(result_path.read_text())["inputs"]["TRAIN_PATH"] != recorded["TRAIN_PATH"]
+    assert json.loads(result_path.read_text())["reads"][str(data)] != recorded[str(data)]
     assert runner_main.main(runner_args(tmp_path, path)) == 0 and len(fake_training) == 2
 
 
@@ -224,12 +224,12 @@ def test_a_changed_bundled_sample_makes_a_finished_run_stale(tmp_path, capsys, f
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     [result_path] = result_paths(tmp_path)
     result = json.loads(result_path.read_text())
-    result["inputs"] = {**result["inputs"], "DEV_PATH": "0" * 64}
+    result["reads"] = {**result["reads"], "tasks/ner/sample_data/dev.txt": "0" * 64}
     result_path.write_text(json.dumps(result))
     capsys.readouterr()
     assert runner_main.main(runner_args(tmp_path, path)) == 2
     err = capsys.readouterr().err
-    assert f"{result_path.parent}: DEV_PATH (tasks/ner/sample_data/dev.txt)" in err and len(fake_training) == 1
+    assert f"{result_path.parent}: tasks/ner/sample_data/dev.txt" in err and len(fake_training) == 1
 
 
 def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys, fake_training):
@@ -244,7 +244,7 @@ def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys,
     assert runner_main.main(runner_args(tmp_path, path)) == 0
     first, second = result_paths(tmp_path)
     result = json.loads(second.read_text())
-    result["inputs"]["TRAIN_PATH"] = "f" * 64  # what the other machine's file hashed to
+    result["reads"][str(data)] = "f" * 64  # what the other machine's file hashed to
     second.write_text(json.dumps(result))
     shutil.rmtree(data.parent)  # a fresh clone: the artifacts are not here
     table = tmp_path / "results" / "table1.md"
@@ -255,7 +255,7 @@ def test_runs_that_read_other_bytes_at_one_path_share_no_table(tmp_path, capsys,
     assert err.startswith("error: finished runs read different files at the same path"), err
     assert f"{data}: 1 run(s) read sha256 " in err and "1 run(s) read sha256 ffffffffffff" in err
     assert not table.exists()
-    result["inputs"]["TRAIN_PATH"] = json.loads(first.read_text())["inputs"]["TRAIN_PATH"]  # the same bytes: fine
+    result["reads"][str(data)] = json.loads(first.read_text())["reads"][str(data)]  # the same bytes: fine
     second.write_text(json.dumps(result))
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 0 and table.is_file()
 
@@ -273,13 +273,14 @@ def test_build_only_with_redo_stale_leaves_the_stale_runs_out(tmp_path, capsys, 
     archived = tmp_path / "results" / "runs" / "ner" / f"{stale.parent.name}.json"
     for record in (stale, archived):
         result = json.loads(record.read_text())
-        record.write_text(json.dumps({**result, "inputs": {**result["inputs"], "DEV_PATH": "0" * 64}}))
+        dev = "tasks/ner/sample_data/dev.txt"
+        record.write_text(json.dumps({**result, "reads": {**result["reads"], dev: "0" * 64}}))
     capsys.readouterr()
     assert runner_main.main(runner_args(tmp_path, path, "--build-only")) == 2  # stale: listed, nothing built
 
     assert runner_main.main(runner_args(tmp_path, path, "--build-only", "--redo-stale")) == 0
     out = capsys.readouterr().out
-    assert f"stale, left out of the tables until trained again: {stale.parent} (DEV_PATH" in out
+    assert f"stale, left out of the tables until trained again: {stale.parent} (tasks/ner/sample_data/dev.txt" in out
     assert not stale.exists() and (stale.parent / "result.stale.json").is_file()
     table = (tmp_path / "results" / "table1.md").read_text()
     assert "- **stale_runs_set_aside**: 1 (their inputs changed since they ran" in table

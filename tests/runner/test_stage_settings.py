@@ -13,7 +13,7 @@ from runner.stages.bilm_stages import SETTINGS, check_stage_settings
 def test_a_pretraining_made_with_other_args_is_refused_in_one_line(tmp_path):
     out = tmp_path / "bilm"
     out.mkdir()
-    (out / SETTINGS).write_text(json.dumps({"args": ["--tokens", "8000", "--epochs", "1"]}))
+    (out / SETTINGS).write_text(json.dumps({"settings": ["--tokens", "8000", "--epochs", "1"], "reads": {}}))
     profile = {"bilm": {"pretrain": {"out": str(out), "args": ["--tokens", "9000", "--epochs", "1"]}}}
     with pytest.raises(SpecError, match=r"^biLM pretraining: .* made with other settings than the profile's "
                                         r"\(--tokens 8000 -> 9000\): remove .*\(the finished runs that read it are "
@@ -26,7 +26,7 @@ def test_a_pretraining_made_with_other_args_is_refused_in_one_line(tmp_path):
 def test_a_fine_tuning_made_with_other_args_is_refused(tmp_path):
     out = tmp_path / "bilm-ner"
     out.mkdir()
-    (out / SETTINGS).write_text(json.dumps({"args": ["--epochs", "1"]}))
+    (out / SETTINGS).write_text(json.dumps({"settings": ["--epochs", "1"], "reads": {}}))
     profile = {"bilm": {"finetune": {"tasks": ["ner"], "out": str(tmp_path / "bilm-{task}"), "args": ["--epochs", "2"],
                                      "from": {}}}}
     with pytest.raises(SpecError, match=r"^biLM fine-tuning on ner: .*\(--epochs 1 -> 2\)"):
@@ -39,7 +39,8 @@ def test_vectors_made_with_other_settings_are_refused_when_no_run_is_left(tmp_pa
     out = tmp_path / "vectors"
     out.mkdir()
     made = word_vectors.parse_args(["--train", str(corpus), "--out", str(out), "--epochs", "1"])
-    (out / word_vectors.RECORD).write_text(json.dumps({"settings": word_vectors.settings(made), "files": {}}))
+    (out / word_vectors.RECORD).write_text(json.dumps({"settings": word_vectors.settings(made), "reads": {},
+                                                           "writes": {}, "files": {}}))
     profile = {"vectors": {"out": str(out), "train": [str(corpus)], "args": ["--epochs", "2"]}}
     with pytest.raises(SpecError, match=r"^word vectors: .* was with other settings \(epochs 1 -> 2\): remove"):
         word_vectors.check_vectors_settings(profile["vectors"])

@@ -116,6 +116,17 @@ def test_seeds_added_after_the_declaration_are_shown_but_kept_out_of_the_verdict
     assert pooled["table2.snli.lambda=0.001>baseline"]["verdict"] == "supports"
 
 
+def test_a_sweep_with_seeds_added_later_and_no_finished_run_builds(tmp_path):
+    """--build-only before any run was restored (another --results-dir: the archive is not there) stopped with a
+    TypeError formatting the pooled cell's mean (None) of a sweep with seeds added later (small, 2026-12-06)."""
+    runs = tmp_path / "runs"
+    cells = [Cell("table2", "snli", col, None, seed, run_dir=runs / f"{col}-{seed}") for seed in range(1, 6)
+             for col in ("baseline", "lambda=0.001")]
+    declared = dict(TABLE2, seeds={"default": 5}, seeds_added_later={"snli": {"seeds": [4, 5]}})
+    out, _, claims = _build(tmp_path, [declared], cells)
+    assert "missing" in (out / "table2.md").read_text() and "added later" not in (out / "table2.md").read_text()
+
+
 def test_the_profile_spec_refuses_a_later_seed_outside_the_sweep():
     from runner.spec import SpecError, check_sweep
 
