@@ -276,6 +276,12 @@ def job_state(cluster, job_id: str) -> str:
     return squeue(cluster, "--states=all", "--format=%T", f"--jobs={job_id}").strip()
 
 
+def scontrol(cluster, action: str, job_id: str) -> bool:
+    """``scontrol ACTION JOB``: whether it was done (hold: a pending job only; suspend: a running one only)."""
+    return subprocess.run(["scontrol", action, job_id], env=cluster.env(), capture_output=True,
+                          timeout=60).returncode == 0
+
+
 def recorded_jobs(run_dir: Path) -> list:
     try:
         return [e["job_id"] for e in json.loads((run_dir / "slurm" / "jobs.json").read_text())]
@@ -485,9 +491,24 @@ def test_a_runner_killed_outright_leaves_its_jobs_to_the_next_one(slurm, tmp_pat
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     assert job_state(slurm, job_id) in ("PENDING", "RUNNING")
-    second = subprocess.run(command, cwd=REPO, env=runner_env(tmp_path, slurm), capture_output=True, text=True,
-                            timeout=900)
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert f"job {job_id} of an earlier runner is still queued; waiting for it" in second.stdout
+    # the job is kept from ending until the second runner has looked (under load it finished first: a flaky test):
+    # held while pending, suspended while running, and let go once the second runner says it waits for it
+    paused = next((how for how in ("hold", "suspend") if scontrol(slurm, how, job_id)), None)
+    assert paused, f"job {job_id} could be neither held nor suspended ({job_state(slurm, job_id)})"
+    output = tmp_path / "second.txt"
+    waiting = f"job {job_id} of an earlier runner is still queued; waiting for it"
+    with open(output, "w") as out:
+        second = subprocess.Popen(command, cwd=REPO, env=runner_env(tmp_path, slurm), stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for("the second runner to wait for the job", lambda: waiting in output.read_text(), second,
+                     time.time() + 300)
+        finally:
+            scontrol(slurm, {"hold": "release", "suspend": "resume"}[paused], job_id)
+        try:
+            assert second.wait(timeout=900) == 0, output.read_text()[-3000:]
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
     assert recorded_jobs(run_dir) == [job_id]
     assert json.loads((run_dir / "result.json").read_text())["slurm"]["job_ids"] == [job_id]
