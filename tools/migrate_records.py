@@ -52,13 +52,13 @@ def fresh_format(data, path: Path, run: dict = None):
     if path.name == "stage_args.json" and "args" in data:
         return {STAGE_KEYS.get(k, k): v for k, v in data.items()}
     if path.name == "vectors.json" and "settings" in data and "reads" not in data:
-        new = {"settings": data["settings"], "reads": data.get("inputs"), "writes": {}, **data}
+        new = {"settings": data["settings"], "reads": data.get("inputs"), **data}
         new.pop("inputs", None)
         if new["reads"] is None:
             new["reads"] = {str(p): None for p in data["settings"]["train"]}
             new["reads_not_recorded"] = "made before the stage kept what it read: not checked"
-        for f in new["files"].values():
-            new["writes"][f["path"]] = f.pop("sha256")
+        new["writes"] = {f["path"]: f["sha256"] for f in data["files"].values()}
+        new["files"] = {dim: {k: v for k, v in f.items() if k != "sha256"} for dim, f in data["files"].items()}
         return new
     if "inputs" in data and "reads" not in data:
         inputs, new = data["inputs"], {k: v for k, v in data.items() if k != "inputs"}

@@ -54,19 +54,21 @@ def read_claims(out_dir: Path) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
         raise ReportError(f"{path}: key 'claims': expected a list of claims, found "
                           f"{type(data.get('claims') if isinstance(data, dict) else data).__name__}")
+    again = "build it again with python -m runner --profile NAME --build-only"
+    no_summary = [] if "summary" in data else ["summary"]
     for claim in data["claims"]:  # the current format only (an earlier one is built again, never guessed at)
         keys = sorted(claim) if isinstance(claim, dict) else []
-        missing = [k for k in ("id", "family", "counted", "verdict") if k not in keys] + \
-            ([] if "summary" in data else ["summary"])
+        missing = [k for k in ("id", "family", "counted", "verdict") if k not in keys] + no_summary
         if missing:
             raise ReportError(f"{path}: claim {claim.get('id', '?') if keys else '?'}: expected the keys "
                               f"{', '.join(missing)} of the current claims file, found "
-                              f"{', '.join(keys) or type(claim).__name__}: build it again with python -m runner "
-                              f"--profile NAME --build-only")
+                              f"{', '.join(keys) or type(claim).__name__}: {again}")
+    if no_summary:  # (no claim to name: a profile with none)
+        raise ReportError(f"{path}: expected the key summary of the current claims file, found "
+                          f"{', '.join(sorted(data))}: {again}")
     claims = [normalised(c) for c in data["claims"]]
-    summary = data["summary"]
-    return {"summary": summary, "rule": data.get("rule"), "claims": claims, "sensitivity": data.get("sensitivity"),
-            "adjusted": any(c.get("p_holm") is not None for c in claims)}
+    return {"summary": data["summary"], "rule": data.get("rule"), "claims": claims,
+            "sensitivity": data.get("sensitivity"), "adjusted": any(c.get("p_holm") is not None for c in claims)}
 
 
 # ---- markdown tables to HTML ------------------------------------------------------------------------------------

@@ -136,10 +136,9 @@ def reads(paths, checksums: Optional[Checksums] = None, key=str) -> Dict[str, Op
     the record names a path (the probes: runner/paths.py canonical, the same under any DATA_DIR)."""
     checksums = checksums or _IN_PROCESS
     sums = {}
-    for given in paths:
-        path = resolve(str(given)) if given else None
-        if given:
-            sums[key(str(given))] = checksums.of(path) if path is not None and path.exists() else None
+    for given in filter(None, map(str, paths)):
+        path = resolve(given)
+        sums[key(given)] = checksums.of(path) if path is not None and path.exists() else None
     return sums
 
 
@@ -172,10 +171,13 @@ def changed_reads(recorded: Optional[Dict[str, Optional[str]]], current: Dict[st
             and recorded.get(p) != current.get(p)]
 
 
+MISSING = "(missing)"  # what changed_writes finds of an output that is not there
+
+
 def changed_writes(record: dict, out: Path) -> List[Tuple[str, Optional[str], str]]:
-    """(name, recorded sha256, sha256 now or '(missing)') of each file a stage's record says it wrote into ``out``
+    """(name, recorded sha256, sha256 now or MISSING) of each file a stage's record says it wrote into ``out``
     that is not those bytes now: a cut or replaced output, which a stage refuses rather than reuse."""
-    found = {name: sha256_of(out / name) if (out / name).is_file() else "(missing)" for name in record["writes"]}
+    found = {name: sha256_of(out / name) if (out / name).is_file() else MISSING for name in record["writes"]}
     return [(name, digest, found[name]) for name, digest in record["writes"].items() if found[name] != digest]
 
 

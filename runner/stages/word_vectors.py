@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from runner.execution.freshness import changed_reads, changed_writes, in_format, reads, sha256_of
+from runner.execution.freshness import MISSING, changed_reads, changed_writes, in_format, reads, sha256_of
 from runner.paths import REPO, expand, repo_path
 from runner.records import keep_portable, repo_relative, write_atomic
 from runner.spec import SpecError
@@ -256,7 +256,7 @@ def to_make(out: Path, args: List[str]) -> Optional[str]:
     if changed:
         return f"{', '.join(changed)} changed since they were made"
     for name, recorded, found in changed_writes(record, out):
-        if found == "(missing)":
+        if found == MISSING:
             return f"{name} is missing"
         vocabulary = next(f["vocabulary"] for f in record["files"].values() if f["path"] == name)
         with open(out / name, "rb") as lines:

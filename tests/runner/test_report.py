@@ -230,6 +230,7 @@ def test_an_older_claims_json_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("content, expected", [
     ("{not json", "expected the claims file the table build writes (JSON), found: "),
+    ('{"claims": []}', "expected the key summary of the current claims file, found claims: build it again"),
     ('{"claims": {"a": 1}}', "key 'claims': expected a list of claims, found dict"),
 ])
 def test_a_broken_claims_file_is_named_in_one_line(tmp_path, content, expected):
