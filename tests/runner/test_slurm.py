@@ -434,7 +434,9 @@ def test_stopping_the_runner_cancels_its_jobs_and_nothing_else(slurm, tmp_path, 
     """Another job of the same user is in the queue; a second runner on the same runs directory is refused; Ctrl-C
     (or SIGTERM) of the first cancels its own jobs, running and queued, and leaves the other one alone."""
     data = tmp_path / "train.txt"
-    data.write_text(NER_TRAIN.read_text() * 30)
+    # long enough that no run can finish before the signal (cancelled, its length costs nothing): with 30 copies one
+    # under load ran its 20 epochs out and wrote result.json while the second runner was being refused (2026-12-06)
+    data.write_text(NER_TRAIN.read_text() * 300)
     profile = {**TINY, "knobs": {"SIZE": "tiny", "NUM_EPOCHS": "20"}, "task_knobs": {"ner": {"TRAIN_PATH": str(data)}}}
     other = subprocess.run(["sbatch", "--parsable", f"--output={tmp_path / 'other.out'}", "--wrap", "sleep 600"],
                            env=slurm.env(), capture_output=True, text=True, check=True, timeout=60).stdout.strip()
